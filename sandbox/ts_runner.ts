@@ -1,0 +1,237 @@
+/**
+ * The trusted runner inside a TypeScript sandbox child (`deno run` with deny-by-default flags).
+ *
+ * Protocol (JSON lines):
+ * - host → runner on stdin: `{"t":"init","nonce"}`, then `{"t":"exec","source"}`, then replies.
+ * - runner → host on stdout: `<nonce> {"t":"ready"}`, `<nonce> {"t":"out","s":"stdout"|"stderr","d"}`
+ *   and finally `<nonce> {"t":"result",...}`.
+ *
+ * Every line the runner writes starts with the nonce, which user code never sees; a line without
+ * it was written by user code going around `console` and makes the host fail the run. The host
+ * treats every frame as untrusted: no policy is enforced here.
+ *
+ * The result is sent when the event loop has drained (the `unload` event), so work that the code
+ * started without awaiting still finishes, as it would in a script.
+ *
+ * This file must stay self-contained: it may be copied next to a compiled binary.
+ *
+ * @module
+ */
+
+// Captured before user code runs, so that patching globals cannot reach the frame channel.
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+const encode = encoder.encode.bind(encoder);
+const stringify = JSON.stringify;
+const parse = JSON.parse;
+const stdoutWriteSync = Deno.stdout.writeSync.bind(Deno.stdout);
+const stdinRead = Deno.stdin.read.bind(Deno.stdin);
+const inspect = Deno.inspect;
+const realExit = Deno.exit;
+const addListener = globalThis.addEventListener.bind(globalThis);
+
+let nonce = "";
+let pending = "";
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+function writeAll(bytes: Uint8Array): void {
+  let offset = 0;
+  while (offset < bytes.length) offset += stdoutWriteSync(bytes.subarray(offset));
+}
+
+function send(frame: Record<string, unknown>): void {
+  writeAll(encode(nonce + " " + stringify(frame) + "\n"));
+}
+
+/** Reads the next frame from the host, or null at end of input. */
+async function readFrame(): Promise<Record<string, unknown> | null> {
+  const buffer = new Uint8Array(64 * 1024);
+  while (true) {
+    const newline = pending.indexOf("\n");
+    if (newline >= 0) {
+      const line = pending.slice(0, newline);
+      pending = pending.slice(newline + 1);
+      if (line.trim() === "") continue;
+      return parse(line);
+    }
+    const n = await stdinRead(buffer);
+    if (n === null) return null;
+    pending += decoder.decode(buffer.subarray(0, n), { stream: true });
+  }
+}
+
+function format(args: unknown[]): string {
+  return args.map((a) => typeof a === "string" ? a : inspect(a, { colors: false, depth: 6 }))
+    .join(" ");
+}
+
+function installConsole(): void {
+  const out = (stream: "stdout" | "stderr") => (...args: unknown[]) => {
+    send({ t: "out", s: stream, d: indent + format(args) + "\n" });
+  };
+  const log = out("stdout");
+  const error = out("stderr");
+  let indent = "";
+  const counts = new Map<string, number>();
+  const timers = new Map<string, number>();
+  const replacement = {
+    log,
+    info: log,
+    debug: log,
+    dir: (value: unknown) => log(value),
+    dirxml: log,
+    table: (value: unknown) => log(value),
+    error,
+    warn: error,
+    trace: (...args: unknown[]) => error(format(["Trace:", ...args]), new Error().stack ?? ""),
+    assert: (condition: unknown, ...args: unknown[]) => {
+      if (!condition) error("Assertion failed:", ...args);
+    },
+    count: (label = "default") => {
+      const n = (counts.get(label) ?? 0) + 1;
+      counts.set(label, n);
+      log(`${label}: ${n}`);
+    },
+    countReset: (label = "default") => counts.delete(label),
+    group: (...args: unknown[]) => {
+      if (args.length) log(...args);
+      indent += "  ";
+    },
+    groupCollapsed: (...args: unknown[]) => replacement.group(...args),
+    groupEnd: () => {
+      indent = indent.slice(2);
+    },
+    time: (label = "default") => timers.set(label, performance.now()),
+    timeLog: (label = "default", ...args: unknown[]) => {
+      const start = timers.get(label);
+      if (start !== undefined) {
+        log(`${label}: ${(performance.now() - start).toFixed(3)}ms`, ...args);
+      }
+    },
+    timeEnd: (label = "default") => {
+      replacement.timeLog(label);
+      timers.delete(label);
+    },
+    clear: () => {},
+  };
+  Object.defineProperty(globalThis, "console", {
+    value: replacement,
+    writable: true,
+    configurable: true,
+  });
+}
+
+/** Makes a value JSON-safe; values JSON cannot represent become readable strings. */
+function toJsonSafe(value: unknown): Json | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value === "function" || typeof value === "symbol") return inspect(value);
+  try {
+    const text = stringify(value, (_key, v) => {
+      if (typeof v === "bigint") return `${v}n`;
+      if (v instanceof Map) return Object.fromEntries(v);
+      if (v instanceof Set) return [...v];
+      if (typeof v === "function" || typeof v === "symbol") return inspect(v);
+      if (v instanceof Error) return { name: v.name, message: v.message };
+      return v;
+    });
+    return text === undefined ? inspect(value) : parse(text);
+  } catch {
+    return inspect(value, { colors: false, depth: 6 });
+  }
+}
+
+function describeError(error: unknown): { type: string; message: string; traceback?: string } {
+  if (error instanceof Error) {
+    return {
+      type: error.name || "Error",
+      message: error.message,
+      traceback: typeof error.stack === "string" ? error.stack : undefined,
+    };
+  }
+  return { type: "Error", message: `Uncaught ${inspect(error, { colors: false })}` };
+}
+
+type Outcome =
+  | { state: "running" }
+  | { state: "returned"; value: unknown }
+  | { state: "threw"; error: unknown };
+
+async function main(): Promise<void> {
+  const init = await readFrame();
+  if (!init || init.t !== "init" || typeof init.nonce !== "string") realExit(70);
+  nonce = (init as { nonce: string }).nonce;
+  send({ t: "ready" });
+
+  const exec = await readFrame();
+  if (!exec || exec.t !== "exec" || typeof exec.source !== "string") realExit(0);
+  const source = (exec as { source: string }).source;
+
+  let outcome: Outcome = { state: "running" };
+  let exitCode: number | undefined;
+  let finished = false;
+  const finish = () => {
+    if (finished) return;
+    finished = true;
+    if (exitCode !== undefined && outcome.state === "running") {
+      send({
+        t: "result",
+        ok: false,
+        error: {
+          type: "SandboxExit",
+          message:
+            `Deno.exit(${exitCode}) was called before the code finished: return a value or throw an error instead`,
+        },
+      });
+    } else if (outcome.state === "returned") {
+      const value = toJsonSafe(outcome.value);
+      send(value === undefined ? { t: "result", ok: true } : { t: "result", ok: true, value });
+    } else if (outcome.state === "threw") {
+      send({ t: "result", ok: false, error: describeError(outcome.error) });
+    } else {
+      send({
+        t: "result",
+        ok: false,
+        error: {
+          type: "UnsettledPromise",
+          message:
+            "The code awaited a promise that can never settle (nothing else was left to run)",
+        },
+      });
+    }
+  };
+
+  addListener("error", (event: ErrorEvent) => {
+    event.preventDefault();
+    if (outcome.state !== "threw") outcome = { state: "threw", error: event.error };
+  });
+  addListener("unhandledrejection", (event: PromiseRejectionEvent) => {
+    event.preventDefault();
+    if (outcome.state !== "threw") outcome = { state: "threw", error: event.reason };
+  });
+  addListener("unload", finish);
+
+  Deno.exit = ((code?: number) => {
+    exitCode = code ?? 0;
+    finish();
+    realExit(exitCode);
+  }) as typeof Deno.exit;
+
+  installConsole();
+
+  const bytes = encode(source);
+  let binary = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  const url = "data:application/typescript;base64," + btoa(binary);
+  try {
+    const module = await import(url);
+    const value = await module.default();
+    if (outcome.state === "running") outcome = { state: "returned", value };
+  } catch (error) {
+    if (outcome.state === "running") outcome = { state: "threw", error };
+  }
+}
+
+main();

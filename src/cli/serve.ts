@@ -1,0 +1,71 @@
+/**
+ * `serve`: the stdio MCP server.
+ *
+ * @module
+ */
+import { serveStdio, StdioServerTransport } from "@modelcontextprotocol/server/stdio";
+import { loadSettings } from "../config/settings.ts";
+import { Executor } from "../exec/executor.ts";
+import { createLogger } from "../log.ts";
+import { createServer } from "../server/server.ts";
+
+/** Options of {@linkcode serve}. */
+export interface ServeOptions {
+  /** Upstream MCP config files given with `--config`. */
+  configPaths: string[];
+}
+
+/** A stdio transport that reports when the client has gone (stdin closed). */
+class ClosingStdioTransport extends StdioServerTransport {
+  #onClosed: () => void;
+
+  constructor(onClosed: () => void) {
+    super();
+    this.#onClosed = onClosed;
+  }
+
+  override async close(): Promise<void> {
+    await super.close();
+    this.#onClosed();
+  }
+}
+
+/**
+ * Runs the MCP server on stdin/stdout until the client disconnects or a signal arrives, then
+ * kills every sandbox child and exits.
+ *
+ * @param options The command line options.
+ * @returns Never returns normally: the process exits when the server stops.
+ */
+export async function serve(options: ServeOptions): Promise<void> {
+  const log = createLogger();
+  // Libraries must not write to stdout, which carries the protocol: send stray logs to stderr.
+  console.log = console.info = console.debug = console.error;
+
+  const { settings, sources } = await loadSettings();
+  log.info(`settings from ${sources.length ? sources.join(", ") : "defaults"}`);
+  if (options.configPaths.length > 0) {
+    log.info(`upstream config: ${options.configPaths.join(", ")}`);
+  }
+  const executor = await Executor.create(settings, { log });
+
+  let stopping: Promise<never> | undefined;
+  const stop = (why: string): Promise<never> => {
+    stopping ??= (async () => {
+      log.info(`shutting down (${why})`);
+      await handle.close().catch(() => {});
+      await executor.close();
+      Deno.exit(0);
+    })();
+    return stopping;
+  };
+  const handle = serveStdio(() => createServer({ executor }), {
+    transport: new ClosingStdioTransport(() => void stop("client disconnected")),
+    onerror: (error) => log.warn(`protocol: ${error.message}`),
+  });
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    Deno.addSignalListener(signal, () => void stop(signal));
+  }
+  log.info("ready on stdio");
+  await new Promise(() => {});
+}

@@ -1,0 +1,253 @@
+/**
+ * Executor settings: defaults, JSONC files, then environment variables on top.
+ *
+ * Every value the admin sets here is a ceiling: callers of the MCP tools can only narrow it.
+ * Unknown keys and wrong types are errors that name the key and where it came from.
+ *
+ * @module
+ */
+import { join, resolve } from "node:path";
+import { parse as parseJsonc, type ParseError, printParseErrorCode } from "jsonc-parser";
+import { z } from "zod";
+
+const positiveInt = z.number().int().positive();
+
+const LimitsSchema = z.object({
+  /** Default wall-clock limit of one execution. */
+  timeoutMs: positiveInt.default(30_000),
+  /** The largest `timeoutMs` a caller may ask for. */
+  maxTimeoutMs: positiveInt.default(300_000),
+  /** Resident memory of one sandbox process, in MB (V8 heap flag and RSS watchdog). */
+  memoryMb: z.number().int().min(64).default(256),
+  /** Captured bytes per output stream (stdout, stderr) before the run is stopped. */
+  maxOutputBytes: positiveInt.default(100 * 1024),
+  /** Executions running at once; more are queued. */
+  maxConcurrent: positiveInt.default(4),
+  /** Executions waiting for a slot before new ones are refused. */
+  maxQueued: z.number().int().min(0).default(64),
+  /** Size of the `code` argument, in bytes. */
+  maxCodeBytes: positiveInt.default(1024 * 1024),
+}).strict();
+
+const SandboxSchema = z.object({
+  /** Pre-started TypeScript children for the default permission profile; 0 turns the pool off. */
+  warmPool: z.number().int().min(0).max(32).default(2),
+  /** The `deno` executable used for sandbox children; found automatically when unset. */
+  denoPath: z.string().min(1).optional(),
+  /** Where private workspaces are created; the system temp directory when unset. */
+  tempDir: z.string().min(1).optional(),
+}).strict();
+
+const PermissionsSchema = z.object({
+  /** Hosts (`host` or `host:port`) that callers may grant to sandbox code with `permissions.net`. */
+  net: z.array(z.string().min(1)).default([]),
+}).strict();
+
+/** The schema of the settings object, with defaults. */
+export const SettingsSchema = z.object({
+  limits: LimitsSchema.prefault({}),
+  sandbox: SandboxSchema.prefault({}),
+  permissions: PermissionsSchema.prefault({}),
+  /** Directories under which callers may grant read or write access (`ALLOWED_PROJECTS`). */
+  allowedProjects: z.array(z.string().min(1)).default([]),
+}).strict();
+
+/** Fully resolved executor settings. */
+export type Settings = z.infer<typeof SettingsSchema>;
+
+/** A settings problem, naming the key and the file or variable it came from. */
+export class SettingsError extends Error {
+  /**
+   * @param message What is wrong and how to fix it.
+   * @param options Standard error options.
+   */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "SettingsError";
+  }
+}
+
+/** Options for {@linkcode loadSettings}. */
+export interface LoadSettingsOptions {
+  /** Environment to read; defaults to the process environment. */
+  env?: Record<string, string>;
+  /** Project directory searched for `.code-executor.jsonc`; defaults to the cwd. */
+  cwd?: string;
+}
+
+type EnvParser = (raw: string, name: string) => unknown;
+
+const toInt: EnvParser = (raw, name) => {
+  const value = Number(raw);
+  if (!Number.isInteger(value)) {
+    throw new SettingsError(
+      `Invalid environment variable ${name}: expected an integer, got "${raw}"`,
+    );
+  }
+  return value;
+};
+const toList: EnvParser = (raw) =>
+  raw.split(Deno.build.os === "windows" ? /[;,]/ : /[:,]/).map((s) => s.trim()).filter(Boolean);
+const toHostList: EnvParser = (raw) => raw.split(/[,\s]+/).filter(Boolean);
+
+/** Environment variables and the settings keys they override. */
+export const ENV_OVERRIDES: ReadonlyArray<[string, string[], EnvParser]> = [
+  ["ALLOWED_PROJECTS", ["allowedProjects"], toList],
+  ["CODE_EXECUTOR_TIMEOUT_MS", ["limits", "timeoutMs"], toInt],
+  ["CODE_EXECUTOR_MAX_TIMEOUT_MS", ["limits", "maxTimeoutMs"], toInt],
+  ["CODE_EXECUTOR_MEMORY_MB", ["limits", "memoryMb"], toInt],
+  ["CODE_EXECUTOR_MAX_OUTPUT_BYTES", ["limits", "maxOutputBytes"], toInt],
+  ["CODE_EXECUTOR_MAX_CONCURRENT", ["limits", "maxConcurrent"], toInt],
+  ["CODE_EXECUTOR_WARM_POOL", ["sandbox", "warmPool"], toInt],
+  ["CODE_EXECUTOR_ALLOWED_HOSTS", ["permissions", "net"], toHostList],
+  ["DENO_PATH", ["sandbox", "denoPath"], (raw) => raw],
+];
+
+/**
+ * Returns the settings files that apply, lowest precedence first.
+ *
+ * @param env The environment to read `HOME`, `XDG_CONFIG_HOME` and `CODE_EXECUTOR_CONFIG` from.
+ * @param cwd The project directory.
+ * @returns Paths, which may not exist (except `CODE_EXECUTOR_CONFIG`, which must).
+ */
+export function settingsFiles(env: Record<string, string>, cwd: string): string[] {
+  const files: string[] = [];
+  const home = env.HOME ?? env.USERPROFILE;
+  const configHome = env.XDG_CONFIG_HOME ?? (home ? join(home, ".config") : undefined);
+  if (configHome) files.push(join(configHome, "code-executor", "config.jsonc"));
+  files.push(join(cwd, ".code-executor.jsonc"));
+  if (env.CODE_EXECUTOR_CONFIG) files.push(resolve(cwd, env.CODE_EXECUTOR_CONFIG));
+  return files;
+}
+
+/**
+ * Parses JSONC text (comments and trailing commas allowed).
+ *
+ * @param text The file's contents.
+ * @param source The file name, for error messages.
+ * @returns The parsed value.
+ * @throws {SettingsError} When the text is not valid JSONC.
+ */
+export function parseJsoncText(text: string, source: string): unknown {
+  const errors: ParseError[] = [];
+  const value = parseJsonc(text, errors, { allowTrailingComma: true, disallowComments: false });
+  if (errors.length > 0) {
+    const first = errors[0];
+    const line = text.slice(0, first.offset).split("\n").length;
+    throw new SettingsError(
+      `Cannot parse ${source}: ${printParseErrorCode(first.error)} at line ${line}`,
+    );
+  }
+  return value;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function deepMerge(
+  base: Record<string, unknown>,
+  top: Record<string, unknown>,
+): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...base };
+  for (const [key, value] of Object.entries(top)) {
+    out[key] = isPlainObject(value) && isPlainObject(out[key])
+      ? deepMerge(out[key] as Record<string, unknown>, value)
+      : value;
+  }
+  return out;
+}
+
+function setPath(target: Record<string, unknown>, path: string[], value: unknown): void {
+  let node = target;
+  for (const key of path.slice(0, -1)) {
+    if (!isPlainObject(node[key])) node[key] = {};
+    node = node[key] as Record<string, unknown>;
+  }
+  node[path[path.length - 1]] = value;
+}
+
+function describeIssues(error: z.ZodError, source: string): string {
+  return error.issues.map((issue) => {
+    const path = issue.path.join(".");
+    if (issue.code === "unrecognized_keys") {
+      const keys = issue.keys.map((k) => (path ? `${path}.${k}` : k));
+      return `Unknown setting ${keys.map((k) => `"${k}"`).join(", ")} in ${source}`;
+    }
+    return `Invalid setting "${path}" in ${source}: ${issue.message}`;
+  }).join("; ");
+}
+
+/**
+ * Validates a raw settings object and applies defaults.
+ *
+ * @param raw The merged raw settings.
+ * @param source Where the values came from, for error messages.
+ * @returns The resolved settings.
+ * @throws {SettingsError} On an unknown key, a wrong type or inconsistent limits.
+ */
+export function resolveSettings(raw: unknown, source = "settings"): Settings {
+  const parsed = SettingsSchema.safeParse(raw ?? {});
+  if (!parsed.success) throw new SettingsError(describeIssues(parsed.error, source));
+  const settings = parsed.data;
+  if (settings.limits.timeoutMs > settings.limits.maxTimeoutMs) {
+    throw new SettingsError(
+      `Invalid setting "limits.timeoutMs" in ${source}: ${settings.limits.timeoutMs} is above limits.maxTimeoutMs (${settings.limits.maxTimeoutMs})`,
+    );
+  }
+  return settings;
+}
+
+/**
+ * Loads settings: defaults, then the JSONC files of {@linkcode settingsFiles}, then the
+ * environment variables of {@linkcode ENV_OVERRIDES}.
+ *
+ * @param options Where to look.
+ * @returns The resolved settings and the files that were read.
+ * @throws {SettingsError} Naming the file or variable and the key at fault.
+ */
+export async function loadSettings(
+  options: LoadSettingsOptions = {},
+): Promise<{ settings: Settings; sources: string[] }> {
+  const env = options.env ?? Deno.env.toObject();
+  const cwd = options.cwd ?? Deno.cwd();
+  let merged: Record<string, unknown> = {};
+  const sources: string[] = [];
+  for (const file of settingsFiles(env, cwd)) {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(file);
+    } catch (error) {
+      if (error instanceof Deno.errors.NotFound && file !== resolveMaybe(cwd, env)) continue;
+      throw new SettingsError(`Cannot read settings file ${file}: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+    const value = parseJsoncText(text, file);
+    if (!isPlainObject(value)) {
+      throw new SettingsError(`Invalid settings file ${file}: the top level must be an object`);
+    }
+    // Validate each file on its own so that an error names the file it is in.
+    resolveSettings(value, file);
+    merged = deepMerge(merged, value);
+    sources.push(file);
+  }
+  const fromEnv: Record<string, unknown> = {};
+  const envNames: string[] = [];
+  for (const [name, path, parse] of ENV_OVERRIDES) {
+    const raw = env[name];
+    if (raw === undefined || raw === "") continue;
+    setPath(fromEnv, path, parse(raw, name));
+    envNames.push(name);
+  }
+  if (envNames.length > 0) {
+    resolveSettings(deepMerge(merged, fromEnv), `environment (${envNames.join(", ")})`);
+    merged = deepMerge(merged, fromEnv);
+    sources.push(`env:${envNames.join(",")}`);
+  }
+  return { settings: resolveSettings(merged, sources.join(" + ") || "defaults"), sources };
+}
+
+function resolveMaybe(cwd: string, env: Record<string, string>): string | undefined {
+  return env.CODE_EXECUTOR_CONFIG ? resolve(cwd, env.CODE_EXECUTOR_CONFIG) : undefined;
+}

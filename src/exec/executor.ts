@@ -1,0 +1,298 @@
+/**
+ * Executions: policy checks, a concurrency limit with a bounded queue, the warm pool, and the
+ * sandbox children. Everything that decides what code may do lives on this side.
+ *
+ * @module
+ */
+import { basename, dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { tmpdir } from "node:os";
+import type { Settings } from "../config/settings.ts";
+import type { Logger } from "../log.ts";
+import {
+  isDefaultProfile,
+  narrowPermissions,
+  type RequestedPermissions,
+} from "../policy/permissions.ts";
+import { ExecutionRefusedError, type ExecutionResult } from "./result.ts";
+import { CHILD_DIR_PREFIX, TsChild, type TsChildOptions } from "./ts_sandbox.ts";
+import { wrapTypescript } from "./ts_source.ts";
+import { WarmPool } from "./warm_pool.ts";
+
+type BaseChildOptions = Omit<TsChildOptions, "net" | "read" | "write">;
+
+/** Options of one run. */
+export interface RunOptions {
+  /** Wall-clock limit; defaults to `limits.timeoutMs`, at most `limits.maxTimeoutMs`. */
+  timeoutMs?: number;
+  /** Extra permissions, narrowed against the admin's settings. */
+  permissions?: RequestedPermissions;
+  /** Aborting it cancels the run, queued or running. */
+  signal?: AbortSignal;
+}
+
+/** Options of {@linkcode Executor}. */
+export interface ExecutorOptions {
+  /** Where to report problems. */
+  log: Logger;
+}
+
+/**
+ * Finds the `deno` executable for sandbox children.
+ *
+ * @param configured `sandbox.denoPath` from the settings.
+ * @returns The path or command name to run.
+ */
+export function findDeno(configured?: string): string {
+  if (configured) return configured;
+  const self = Deno.execPath();
+  return /^deno(\.exe)?$/i.test(basename(self)) ? self : "deno";
+}
+
+/**
+ * Returns the runner's path on disk. Inside a compiled binary the runner is embedded, so it is
+ * copied to a cache directory first, where a child `deno` can load it.
+ *
+ * @param name The file under `sandbox/`.
+ * @param cacheDir Where to copy an embedded runner.
+ * @returns An absolute path.
+ */
+export async function sandboxFile(name: string, cacheDir: string): Promise<string> {
+  const url = new URL(`../../sandbox/${name}`, import.meta.url);
+  const path = fileURLToPath(url);
+  if (!/deno-compile-/.test(path)) return path;
+  const text = await Deno.readTextFile(url);
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  const hash = [...new Uint8Array(digest).slice(0, 8)].map((b) => b.toString(16).padStart(2, "0"))
+    .join("");
+  const target = join(cacheDir, `${hash}-${name}`);
+  await Deno.mkdir(dirname(target), { recursive: true });
+  await Deno.writeTextFile(target, text);
+  return target;
+}
+
+/** Returns the platform's user cache directory for this program. */
+export function cacheDir(): string {
+  const env = (name: string) => {
+    try {
+      return Deno.env.get(name);
+    } catch {
+      return undefined;
+    }
+  };
+  const base = env("XDG_CACHE_HOME") ??
+    join(env("HOME") ?? env("USERPROFILE") ?? tmpdir(), ".cache");
+  return join(base, "code-executor");
+}
+
+/**
+ * Removes private directories left by a host that died without cleaning up (SIGKILL).
+ *
+ * @param tempRoot The directory children are created in.
+ * @param log Where removals are reported.
+ */
+export async function removeStaleDirs(tempRoot: string, log: Logger): Promise<void> {
+  if (Deno.build.os !== "linux") return;
+  try {
+    for await (const entry of Deno.readDir(tempRoot)) {
+      const match = new RegExp(`^${CHILD_DIR_PREFIX}(\\d+)-`).exec(entry.name);
+      if (!match || !entry.isDirectory || Number(match[1]) === Deno.pid) continue;
+      const alive = await Deno.stat(`/proc/${match[1]}`).then(() => true, () => false);
+      if (alive) continue;
+      await Deno.remove(join(tempRoot, entry.name), { recursive: true }).catch(() => {});
+      log.debug(`Removed stale sandbox directory ${entry.name}`);
+    }
+  } catch {
+    // An unreadable temp root only means nothing is cleaned.
+  }
+}
+
+class Slots {
+  #free: number;
+  #maxQueued: number;
+  #waiting: Array<() => void> = [];
+
+  constructor(max: number, maxQueued: number) {
+    this.#free = max;
+    this.#maxQueued = maxQueued;
+  }
+
+  async acquire(signal?: AbortSignal): Promise<() => void> {
+    if (this.#free > 0) {
+      this.#free--;
+      return this.#releaser();
+    }
+    if (this.#waiting.length >= this.#maxQueued) {
+      throw new ExecutionRefusedError(
+        "QueueFullError",
+        `Too many executions: ${this.#waiting.length} are already queued (limits.maxQueued); retry when earlier runs finish, or ask the admin to raise limits.maxConcurrent`,
+      );
+    }
+    await new Promise<void>((resolve, reject) => {
+      const grant = () => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      };
+      const onAbort = () => {
+        this.#waiting = this.#waiting.filter((w) => w !== grant);
+        reject(new ExecutionRefusedError("Cancelled", "The execution was cancelled while queued"));
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.#waiting.push(grant);
+    });
+    return this.#releaser();
+  }
+
+  #releaser(): () => void {
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.#waiting.shift();
+      if (next) next();
+      else this.#free++;
+    };
+  }
+}
+
+/**
+ * Runs code in sandbox children under the admin's settings.
+ *
+ * @example
+ * ```ts
+ * const executor = await Executor.create(settings, { log });
+ * const result = await executor.runTypescript("return 6 * 7", { timeoutMs: 5_000 });
+ * await executor.close();
+ * ```
+ */
+export class Executor {
+  #settings: Settings;
+  #log: Logger;
+  #slots: Slots;
+  #pool: WarmPool<TsChild>;
+  #base: BaseChildOptions;
+  #active = new Set<TsChild>();
+  #closing = new AbortController();
+
+  private constructor(settings: Settings, log: Logger, base: BaseChildOptions) {
+    this.#settings = settings;
+    this.#log = log;
+    this.#base = base;
+    this.#slots = new Slots(settings.limits.maxConcurrent, settings.limits.maxQueued);
+    this.#pool = new WarmPool(settings.sandbox.warmPool, () => this.#spawn({}), log);
+  }
+
+  /**
+   * Creates an executor and starts its warm pool.
+   *
+   * @param settings The admin's settings.
+   * @param options The logger.
+   * @returns The executor.
+   */
+  static async create(settings: Settings, options: ExecutorOptions): Promise<Executor> {
+    const tempRoot = settings.sandbox.tempDir ?? tmpdir();
+    await removeStaleDirs(tempRoot, options.log);
+    const base: BaseChildOptions = {
+      denoPath: findDeno(settings.sandbox.denoPath),
+      runnerPath: await sandboxFile("ts_runner.ts", join(cacheDir(), "sandbox")),
+      tempRoot,
+      memoryMb: settings.limits.memoryMb,
+      log: options.log,
+    };
+    const executor = new Executor(settings, options.log, base);
+    executor.#pool.fill();
+    return executor;
+  }
+
+  /** The settings in force. */
+  get settings(): Settings {
+    return this.#settings;
+  }
+
+  /** The warm pool, for benchmarks and tests. */
+  get pool(): WarmPool<TsChild> {
+    return this.#pool;
+  }
+
+  async #spawn(extra: Pick<TsChildOptions, "net" | "read" | "write">): Promise<TsChild> {
+    const child = await TsChild.spawn({ ...this.#base, ...extra });
+    if (!(await child.ready)) {
+      await child.dispose();
+      throw new Error(
+        `The sandbox runner did not start (deno at "${this.#base.denoPath}"); set sandbox.denoPath or DENO_PATH to a working Deno ${Deno.version.deno}`,
+      );
+    }
+    return child;
+  }
+
+  /**
+   * Runs TypeScript in a fresh sandbox child.
+   *
+   * @param code The model's TypeScript; a top-level `return` becomes `returnValue`.
+   * @param options Timeout, permissions and cancellation.
+   * @returns The result; failures are reported in it with `ok: false`.
+   */
+  async runTypescript(code: string, options: RunOptions = {}): Promise<ExecutionResult> {
+    try {
+      return await this.#runTypescript(code, options);
+    } catch (error) {
+      if (error instanceof ExecutionRefusedError) return error.toResult();
+      throw error;
+    }
+  }
+
+  async #runTypescript(code: string, options: RunOptions): Promise<ExecutionResult> {
+    const limits = this.#settings.limits;
+    if (this.#closing.signal.aborted) {
+      throw new ExecutionRefusedError("ShuttingDown", "The server is shutting down");
+    }
+    const codeBytes = new TextEncoder().encode(code).length;
+    if (codeBytes > limits.maxCodeBytes) {
+      throw new ExecutionRefusedError(
+        "CodeTooLarge",
+        `Code is ${codeBytes} bytes, more than limits.maxCodeBytes (${limits.maxCodeBytes}); send smaller code and read large data through tools or files`,
+      );
+    }
+    const timeoutMs = options.timeoutMs ?? limits.timeoutMs;
+    if (timeoutMs > limits.maxTimeoutMs) {
+      throw new ExecutionRefusedError(
+        "LimitError",
+        `timeoutMs ${timeoutMs} is above the admin's maximum of ${limits.maxTimeoutMs} ms (limits.maxTimeoutMs); pass a smaller timeoutMs`,
+      );
+    }
+    const granted = await narrowPermissions(options.permissions, this.#settings);
+    const signal = options.signal
+      ? AbortSignal.any([options.signal, this.#closing.signal])
+      : this.#closing.signal;
+    const release = await this.#slots.acquire(signal);
+    let child: TsChild | undefined;
+    try {
+      const started = performance.now();
+      child = isDefaultProfile(granted) ? this.#pool.take() : undefined;
+      child ??= await TsChild.spawn({ ...this.#base, ...granted });
+      this.#active.add(child);
+      const wrapped = wrapTypescript(code);
+      const remaining = Math.max(1, timeoutMs - Math.round(performance.now() - started));
+      const result = await child.run(wrapped, {
+        timeoutMs: remaining,
+        maxOutputBytes: limits.maxOutputBytes,
+        signal,
+      });
+      result.durationMs = Math.round(performance.now() - started);
+      return result;
+    } finally {
+      release();
+      if (child) {
+        this.#active.delete(child);
+        await child.dispose();
+      }
+    }
+  }
+
+  /** Kills every running and idle child and removes their directories. */
+  async close(): Promise<void> {
+    this.#closing.abort();
+    await this.#pool.close();
+    await Promise.all([...this.#active].map((child) => child.dispose()));
+  }
+}

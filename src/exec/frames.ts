@@ -1,0 +1,185 @@
+/**
+ * Frames from sandbox children: newline-delimited JSON, each line prefixed with the child's
+ * nonce. Everything a child writes is untrusted, so reading is strict: size caps, a nonce on
+ * every line, and an object on every line.
+ *
+ * @module
+ */
+
+/** A frame as parsed; its fields are unchecked. */
+export type Frame = Record<string, unknown> & { t?: unknown };
+
+/** Raised when a child writes something that is not a well-formed frame. */
+export class FrameError extends Error {
+  /**
+   * @param message What was wrong with the bytes.
+   */
+  constructor(message: string) {
+    super(message);
+    this.name = "FrameError";
+  }
+}
+
+/**
+ * Reads nonce-prefixed JSON lines from a child's stdout.
+ *
+ * Calls to {@linkcode FrameReader.next} are served in order, one at a time.
+ */
+export class FrameReader {
+  #reader: ReadableStreamDefaultReader<Uint8Array>;
+  #prefix: Uint8Array;
+  #maxBytes: number;
+  #chunks: Uint8Array[] = [];
+  #buffered = 0;
+  #queue: Promise<unknown> = Promise.resolve();
+  #done = false;
+
+  /**
+   * @param stream The child's stdout.
+   * @param nonce The secret every frame starts with.
+   * @param maxBytes The largest frame accepted.
+   */
+  constructor(stream: ReadableStream<Uint8Array>, nonce: string, maxBytes: number) {
+    this.#reader = stream.getReader();
+    this.#prefix = new TextEncoder().encode(nonce + " ");
+    this.#maxBytes = maxBytes;
+  }
+
+  /**
+   * Returns the next frame, or null at end of stream.
+   *
+   * @throws {FrameError} On a line without the nonce, invalid JSON or an oversized frame.
+   */
+  next(): Promise<Frame | null> {
+    const result = this.#queue.then(() => this.#readFrame());
+    this.#queue = result.catch(() => {});
+    return result;
+  }
+
+  /** Stops reading and releases the stream. */
+  async cancel(): Promise<void> {
+    this.#done = true;
+    await this.#reader.cancel().catch(() => {});
+  }
+
+  async #readFrame(): Promise<Frame | null> {
+    while (true) {
+      const line = this.#takeLine();
+      if (line !== undefined) {
+        if (line.length === 0) continue;
+        return this.#parse(line);
+      }
+      if (this.#done) return null;
+      const { value, done } = await this.#reader.read();
+      if (done) {
+        this.#done = true;
+        if (this.#buffered > 0) {
+          throw new FrameError("The sandbox wrote bytes to its frame channel that are not a frame");
+        }
+        return null;
+      }
+      this.#chunks.push(value);
+      this.#buffered += value.length;
+    }
+  }
+
+  #takeLine(): Uint8Array | undefined {
+    let seen = 0;
+    for (let c = 0; c < this.#chunks.length; c++) {
+      const newline = this.#chunks[c].indexOf(10);
+      if (newline < 0) {
+        seen += this.#chunks[c].length;
+        continue;
+      }
+      const length = seen + newline;
+      if (length > this.#maxBytes) throw this.#oversized();
+      const line = new Uint8Array(length);
+      let offset = 0;
+      for (let k = 0; k < c; k++) {
+        line.set(this.#chunks[k], offset);
+        offset += this.#chunks[k].length;
+      }
+      line.set(this.#chunks[c].subarray(0, newline), offset);
+      const rest = this.#chunks[c].subarray(newline + 1);
+      this.#chunks = rest.length ? [rest, ...this.#chunks.slice(c + 1)] : this.#chunks.slice(c + 1);
+      this.#buffered -= length + 1;
+      return line;
+    }
+    if (this.#buffered > this.#maxBytes) throw this.#oversized();
+    return undefined;
+  }
+
+  #oversized(): FrameError {
+    return new FrameError(`The sandbox sent a frame larger than ${this.#maxBytes} bytes`);
+  }
+
+  #parse(line: Uint8Array): Frame {
+    const prefix = this.#prefix;
+    if (line.length < prefix.length || prefix.some((byte, i) => line[i] !== byte)) {
+      throw new FrameError("The sandbox wrote raw bytes to its frame channel");
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(
+        new TextDecoder("utf-8", { fatal: true }).decode(line.subarray(prefix.length)),
+      );
+    } catch {
+      throw new FrameError("The sandbox sent a frame that is not valid JSON");
+    }
+    if (typeof value !== "object" || value === null || Array.isArray(value)) {
+      throw new FrameError("The sandbox sent a frame that is not a JSON object");
+    }
+    return value as Frame;
+  }
+}
+
+const encoder = new TextEncoder();
+
+/** Accumulates one output stream up to a byte cap. */
+export class OutputCapture {
+  #parts: string[] = [];
+  #bytes = 0;
+  #max: number;
+  #truncated = false;
+
+  /**
+   * @param maxBytes The cap, in UTF-8 bytes.
+   */
+  constructor(maxBytes: number) {
+    this.#max = maxBytes;
+  }
+
+  /**
+   * Appends text, keeping what fits under the cap.
+   *
+   * @param text The text to add.
+   * @returns False once the cap has been passed.
+   */
+  add(text: string): boolean {
+    if (this.#truncated) return false;
+    const bytes = encoder.encode(text);
+    if (this.#bytes + bytes.length <= this.#max) {
+      this.#parts.push(text);
+      this.#bytes += bytes.length;
+      return true;
+    }
+    const room = this.#max - this.#bytes;
+    // Cut on a character boundary: drop continuation bytes at the cut.
+    let end = room;
+    while (end > 0 && (bytes[end] & 0xc0) === 0x80) end--;
+    this.#parts.push(new TextDecoder().decode(bytes.subarray(0, end)));
+    this.#bytes += end;
+    this.#truncated = true;
+    return false;
+  }
+
+  /** The captured text. */
+  get text(): string {
+    return this.#parts.join("");
+  }
+
+  /** Whether anything was cut. */
+  get truncated(): boolean {
+    return this.#truncated;
+  }
+}

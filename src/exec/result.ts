@@ -1,0 +1,97 @@
+/**
+ * The result of one execution, shared by the sandboxes and the MCP surface.
+ *
+ * @module
+ */
+
+/** What went wrong in an execution, in a form the model can act on. */
+export interface ExecutionErrorInfo {
+  /** A stable name: `TimeoutError`, `MemoryLimitError`, a JavaScript error name, … */
+  type: string;
+  /** What failed and what to change. */
+  message: string;
+  /** The stack trace, pointing at the code's own line numbers where possible. */
+  traceback?: string;
+}
+
+/** One upstream tool call made by the code. */
+export interface ToolCallRecord {
+  /** The full tool name, `mcp__server__tool`. */
+  name: string;
+  /** Whether the call succeeded. */
+  ok: boolean;
+  /** How long the call took. */
+  durationMs: number;
+}
+
+/** The outcome of running code in a sandbox. */
+export interface ExecutionResult {
+  /** Whether the code ran to completion without an error. */
+  ok: boolean;
+  /** Captured standard output, capped at `limits.maxOutputBytes`. */
+  stdout: string;
+  /** Captured standard error, capped at `limits.maxOutputBytes`. */
+  stderr: string;
+  /** The JSON-safe value of a top-level `return` (TypeScript) or last expression (Python). */
+  returnValue?: unknown;
+  /** Set when `ok` is false. */
+  error?: ExecutionErrorInfo;
+  /** Wall-clock time from the start of the execution to its result. */
+  durationMs: number;
+  /** Upstream tool calls, in the order they finished. */
+  toolCalls: ToolCallRecord[];
+  /** Set when stdout or stderr was cut at the cap. */
+  truncated?: boolean;
+}
+
+/**
+ * An execution that could not start or was refused; it renders as a tool error result.
+ */
+export class ExecutionRefusedError extends Error {
+  /** A stable error type for {@linkcode ExecutionErrorInfo.type}. */
+  readonly type: string;
+  /**
+   * @param type A stable error type, for example `PermissionError`.
+   * @param message What was refused and which setting or argument to change.
+   */
+  constructor(type: string, message: string) {
+    super(message);
+    this.name = "ExecutionRefusedError";
+    this.type = type;
+  }
+
+  /** Renders the refusal as a failed {@linkcode ExecutionResult}. */
+  toResult(): ExecutionResult {
+    return {
+      ok: false,
+      stdout: "",
+      stderr: "",
+      error: { type: this.type, message: this.message },
+      durationMs: 0,
+      toolCalls: [],
+    };
+  }
+}
+
+/**
+ * Renders a result as compact text for clients that do not read `structuredContent`.
+ *
+ * @param result The execution result.
+ * @returns Human- and model-readable text.
+ */
+export function renderResult(result: ExecutionResult): string {
+  const parts: string[] = [];
+  if (result.stdout) parts.push(result.stdout.replace(/\n$/, ""));
+  if (result.stderr) parts.push(`[stderr]\n${result.stderr.replace(/\n$/, "")}`);
+  if (result.returnValue !== undefined) {
+    parts.push(`[return] ${JSON.stringify(result.returnValue)}`);
+  }
+  if (result.error) {
+    parts.push(`[error] ${result.error.type}: ${result.error.message}`);
+    if (result.error.traceback) parts.push(result.error.traceback);
+  }
+  if (result.truncated) parts.push("[output truncated]");
+  const calls = result.toolCalls.length ? `, ${result.toolCalls.length} tool calls` : "";
+  parts.push(`[${result.ok ? "ok" : "failed"} in ${result.durationMs} ms${calls}]`);
+  return parts.join("\n");
+}

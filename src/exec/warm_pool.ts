@@ -1,0 +1,94 @@
+/**
+ * A pool of pre-started, single-use sandbox children.
+ *
+ * @module
+ */
+import type { Logger } from "../log.ts";
+
+/** What the pool needs from a child. */
+export interface PooledChild {
+  /** Whether the process has died (such a child is discarded). */
+  readonly exited: boolean;
+  /** Kills the child and removes its files. */
+  dispose(): Promise<void>;
+}
+
+const RETRY_AFTER_FAILURE_MS = 5_000;
+
+/**
+ * Keeps up to `size` children started ahead of need. Each is handed out once; the pool refills
+ * in the background.
+ */
+export class WarmPool<T extends PooledChild> {
+  #size: number;
+  #spawn: () => Promise<T>;
+  #log: Logger;
+  #idle: T[] = [];
+  #spawning = 0;
+  #closed = false;
+  #failedAt = 0;
+  #inflight = new Set<Promise<void>>();
+
+  /**
+   * @param size How many idle children to keep; 0 disables the pool.
+   * @param spawn Starts one child.
+   * @param log Where spawn failures are reported.
+   */
+  constructor(size: number, spawn: () => Promise<T>, log: Logger) {
+    this.#size = size;
+    this.#spawn = spawn;
+    this.#log = log;
+  }
+
+  /** Number of idle children right now. */
+  get idle(): number {
+    return this.#idle.length;
+  }
+
+  /**
+   * Hands out an idle child, if there is one, and starts a refill.
+   *
+   * @returns A child that has not run anything, or undefined.
+   */
+  take(): T | undefined {
+    let child: T | undefined;
+    while ((child = this.#idle.shift()) && child.exited) void child.dispose();
+    this.fill();
+    return child;
+  }
+
+  /** Starts children in the background until the pool is full. */
+  fill(): void {
+    if (this.#closed || Date.now() - this.#failedAt < RETRY_AFTER_FAILURE_MS) return;
+    while (this.#idle.length + this.#spawning < this.#size) {
+      this.#spawning++;
+      const job = this.#spawn().then(
+        (child) => {
+          if (this.#closed) return child.dispose();
+          this.#idle.push(child);
+        },
+        (error: Error) => {
+          this.#failedAt = Date.now();
+          this.#log.warn(`Cannot pre-start a sandbox child: ${error.message}`);
+        },
+      ).finally(() => {
+        this.#spawning--;
+        this.#inflight.delete(job);
+      });
+      this.#inflight.add(job);
+    }
+  }
+
+  /** Waits until every started child is idle in the pool (used by benchmarks and tests). */
+  async settled(): Promise<void> {
+    while (this.#inflight.size > 0) await Promise.all(this.#inflight);
+  }
+
+  /** Disposes every idle child and stops refilling. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.all(this.#inflight);
+    const idle = this.#idle.splice(0);
+    await Promise.all(idle.map((child) => child.dispose()));
+  }
+}
