@@ -27,7 +27,7 @@ const parse = JSON.parse;
 const stdoutWriteSync = Deno.stdout.writeSync.bind(Deno.stdout);
 const stdinRead = Deno.stdin.read.bind(Deno.stdin);
 const inspect = Deno.inspect;
-const realExit = Deno.exit;
+const realExit: (code?: number) => never = Deno.exit;
 const addListener = globalThis.addEventListener.bind(globalThis);
 
 let nonce = "";
@@ -161,6 +161,11 @@ async function main(): Promise<void> {
   const init = await readFrame();
   if (!init || init.t !== "init" || typeof init.nonce !== "string") realExit(70);
   nonce = (init as { nonce: string }).nonce;
+  // The first TypeScript import pays for setting up the module loader; a pooled child pays it
+  // before the code arrives.
+  if (init.preload === true) {
+    await import("data:application/typescript;base64," + btoa("export const warm: number = 1;"));
+  }
   send({ t: "ready" });
 
   const exec = await readFrame();

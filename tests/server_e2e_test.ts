@@ -1,5 +1,5 @@
-import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { eventually, leftovers, sandboxPids, startServer } from "./_helpers.ts";
+import { assertEquals } from "./_assert.ts";
+import { startServer } from "./_helpers.ts";
 
 Deno.test("run_typescript over stdio returns output and returnValue", async () => {
   const server = await startServer();

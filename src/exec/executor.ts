@@ -15,7 +15,7 @@ import {
   type RequestedPermissions,
 } from "../policy/permissions.ts";
 import { ExecutionRefusedError, type ExecutionResult } from "./result.ts";
-import { CHILD_DIR_PREFIX, TsChild, type TsChildOptions } from "./ts_sandbox.ts";
+import { CHILD_DIR_PREFIX, scrubEmitCache, TsChild, type TsChildOptions } from "./ts_sandbox.ts";
 import { wrapTypescript } from "./ts_source.ts";
 import { WarmPool } from "./warm_pool.ts";
 
@@ -172,6 +172,7 @@ export class Executor {
   #pool: WarmPool<TsChild>;
   #base: BaseChildOptions;
   #active = new Set<TsChild>();
+  #disposing = new Set<Promise<void>>();
   #closing = new AbortController();
 
   private constructor(settings: Settings, log: Logger, base: BaseChildOptions) {
@@ -179,7 +180,7 @@ export class Executor {
     this.#log = log;
     this.#base = base;
     this.#slots = new Slots(settings.limits.maxConcurrent, settings.limits.maxQueued);
-    this.#pool = new WarmPool(settings.sandbox.warmPool, () => this.#spawn({}), log);
+    this.#pool = new WarmPool(settings.sandbox.warmPool, () => this.#spawn({ preload: true }), log);
   }
 
   /**
@@ -192,8 +193,11 @@ export class Executor {
   static async create(settings: Settings, options: ExecutorOptions): Promise<Executor> {
     const tempRoot = settings.sandbox.tempDir ?? tmpdir();
     await removeStaleDirs(tempRoot, options.log);
+    const denoDir = join(cacheDir(), "deno");
+    await scrubEmitCache(denoDir);
     const base: BaseChildOptions = {
       denoPath: findDeno(settings.sandbox.denoPath),
+      denoDir,
       runnerPath: await sandboxFile("ts_runner.ts", join(cacheDir(), "sandbox")),
       tempRoot,
       memoryMb: settings.limits.memoryMb,
@@ -214,7 +218,7 @@ export class Executor {
     return this.#pool;
   }
 
-  async #spawn(extra: Pick<TsChildOptions, "net" | "read" | "write">): Promise<TsChild> {
+  async #spawn(extra: Pick<TsChildOptions, "preload">): Promise<TsChild> {
     const child = await TsChild.spawn({ ...this.#base, ...extra });
     if (!(await child.ready)) {
       await child.dispose();
@@ -282,11 +286,24 @@ export class Executor {
       return result;
     } finally {
       release();
-      if (child) {
-        this.#active.delete(child);
-        await child.dispose();
-      }
+      if (child) this.#retire(child);
     }
+  }
+
+  /** Disposes a used child off the response path; {@linkcode Executor.close} waits for it. */
+  #retire(child: TsChild): void {
+    const job = child.dispose()
+      .then(() => scrubEmitCache(this.#base.denoDir))
+      .finally(() => {
+        this.#active.delete(child);
+        this.#disposing.delete(job);
+      });
+    this.#disposing.add(job);
+  }
+
+  /** Waits until every used child has been disposed (for tests and benchmarks). */
+  async idle(): Promise<void> {
+    while (this.#disposing.size > 0) await Promise.all(this.#disposing);
   }
 
   /** Kills every running and idle child and removes their directories. */
@@ -294,5 +311,6 @@ export class Executor {
     this.#closing.abort();
     await this.#pool.close();
     await Promise.all([...this.#active].map((child) => child.dispose()));
+    await this.idle();
   }
 }

@@ -18,6 +18,10 @@ export interface TsChildOptions {
   runnerPath: string;
   /** Directory under which the child's private directory is created. */
   tempRoot: string;
+  /** Deno's cache directory for children, prepared by {@linkcode prepareDenoDir}. */
+  denoDir: string;
+  /** Load the module loader before the code arrives (for children that wait in the pool). */
+  preload?: boolean;
   /** V8 heap limit and RSS watchdog limit, in MB. */
   memoryMb: number;
   /** Hosts for `--allow-net`; empty for none. */
@@ -43,6 +47,18 @@ export interface RunLimits {
 const RSS_POLL_MS = 25;
 const EXIT_GRACE_MS = 100;
 const MAX_FRAME_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Removes what Deno cached of sandbox code. Deno caches the JavaScript it emits for every
+ * TypeScript module under `gen/data/` for `data:` modules, which would keep the model's code on
+ * disk; the cache only saves work for code that runs twice, so it is emptied after each run.
+ * (A plain file in its place would stop the writes, but Deno then spends ~150 ms retrying.)
+ *
+ * @param denoDir The `DENO_DIR` of the sandbox children.
+ */
+export async function scrubEmitCache(denoDir: string): Promise<void> {
+  await Deno.remove(join(denoDir, "gen", "data"), { recursive: true }).catch(() => {});
+}
 
 /** The directory prefix of every child's private directory, followed by the host's pid. */
 export const CHILD_DIR_PREFIX = "code-executor-";
@@ -72,15 +88,37 @@ const DATA_URL_POSITION = /data:application\/typescript;base64,[A-Za-z0-9+/=.]*:
  * @returns The cleaned text.
  */
 export function cleanTrace(text: string, lineOffset: number): string {
+  const line = (n: string) => Math.max(1, Number(n) - lineOffset);
   return text
-    .replace(
-      DATA_URL_POSITION,
-      (_m, line, col) => `code.ts:${Math.max(1, Number(line) - lineOffset)}:${col}`,
-    )
+    .replace(DATA_URL_POSITION, (_m, n, col) => `code.ts:${line(n)}:${col}`)
     .replace(/data:application\/typescript;base64,[A-Za-z0-9+/=.]*/g, "code.ts")
     .split("\n")
-    .filter((line) => !/ts_runner\.ts|\bext:/.test(line))
+    .filter((text) => !/ts_runner\.ts|\bext:/.test(text))
+    // The parser's code frame ("2 | const x =") numbers the wrapped module's lines.
+    .map((text) => text.replace(/^(\s*)(\d+)( \| )/, (_m, pad, n, bar) => `${pad}${line(n)}${bar}`))
     .join("\n");
+}
+
+/**
+ * Cleans an error from the child: model line numbers, and the real name of a parse error,
+ * which the module loader reports as a TypeError.
+ *
+ * @param error The error as reported.
+ * @param lineOffset Lines the wrapper added above the model's code.
+ * @returns The error to report.
+ */
+export function cleanError(error: ExecutionErrorInfo, lineOffset: number): ExecutionErrorInfo {
+  let { type, message } = error;
+  const parse = /^(SyntaxError): ([\s\S]*)$/.exec(message);
+  if (type === "TypeError" && parse) [, type, message] = parse;
+  const out: ExecutionErrorInfo = { type, message: cleanTrace(message, lineOffset) };
+  if (error.traceback) {
+    out.traceback = cleanTrace(error.traceback, lineOffset).replace(
+      /^TypeError: SyntaxError:/,
+      "SyntaxError:",
+    );
+  }
+  return out;
 }
 
 /**
@@ -130,7 +168,7 @@ export class TsChild {
     });
     this.#stderrDone = this.#pumpStderr();
     this.#ready = this.#frames.next().then((frame) => frame?.t === "ready", () => false);
-    this.#send({ t: "init", nonce }).catch(() => {});
+    this.#send({ t: "init", nonce, preload: opts.preload === true }).catch(() => {});
   }
 
   /**
@@ -147,7 +185,6 @@ export class TsChild {
     });
     try {
       const workspace = join(dir, "ws");
-      const denoDir = join(dir, "deno");
       await Deno.mkdir(workspace, { mode: 0o700 });
       const read = [workspace, ...(opts.read ?? [])];
       const write = [workspace, ...(opts.write ?? [])];
@@ -170,7 +207,7 @@ export class TsChild {
         args,
         cwd: workspace,
         clearEnv: true,
-        env: { DENO_DIR: denoDir, NO_COLOR: "1", DENO_NO_UPDATE_CHECK: "1" },
+        env: { DENO_DIR: opts.denoDir, NO_COLOR: "1", DENO_NO_UPDATE_CHECK: "1" },
         stdin: "piped",
         stdout: "piped",
         stderr: "piped",
@@ -330,11 +367,7 @@ export class TsChild {
     };
     if (!error && result?.value !== undefined) out.returnValue = result.value;
     if (error) {
-      out.error = {
-        ...error,
-        message: cleanTrace(error.message, wrapped.lineOffset),
-        ...(error.traceback ? { traceback: cleanTrace(error.traceback, wrapped.lineOffset) } : {}),
-      };
+      out.error = cleanError(error, wrapped.lineOffset);
     }
     if (stdout.truncated || stderr.truncated) out.truncated = true;
     return out;

@@ -1,0 +1,81 @@
+import { Client } from "@modelcontextprotocol/client";
+import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
+import { assert, assertEquals } from "./_assert.ts";
+import { eventually, leftovers, ROOT, sandboxPids, startServer } from "./_helpers.ts";
+
+Deno.test("run_typescript is killed when the client cancels the call", async () => {
+  const server = await startServer({ env: { CODE_EXECUTOR_WARM_POOL: "0" } });
+  try {
+    const controller = new AbortController();
+    const call = server.client.callTool(
+      { name: "run_typescript", arguments: { code: "while (true) {}", timeoutMs: 120_000 } },
+      { signal: controller.signal },
+    );
+    assert(
+      await eventually(async () => (await sandboxPids(server.tempDir)).length === 1),
+      "no sandbox started",
+    );
+    controller.abort();
+    await call.catch(() => {});
+    assert(
+      await eventually(async () => (await sandboxPids(server.tempDir)).length === 0),
+      "the cancelled run's sandbox is still alive",
+    );
+    const next = await server.runTs("return 2");
+    assertEquals(next.returnValue, 2);
+    assertEquals(
+      (await leftovers(server.tempDir)).filter((n) => n.startsWith("code-executor-")),
+      [],
+    );
+  } finally {
+    await server.close();
+  }
+});
+
+for (const signal of ["SIGTERM", "SIGINT"] as const) {
+  Deno.test(`serve exits on ${signal}, killing running and idle sandboxes first`, async () => {
+    const tempDir = await Deno.makeTempDir({ prefix: "ce-signal-" });
+    const transport = new StdioClientTransport({
+      command: Deno.execPath(),
+      args: ["run", "-A", "main.ts", "serve"],
+      cwd: ROOT,
+      env: {
+        PATH: Deno.env.get("PATH") ?? "",
+        HOME: tempDir,
+        TMPDIR: tempDir,
+        CODE_EXECUTOR_LOG_LEVEL: "warn",
+      },
+      stderr: "pipe",
+    });
+    transport.stderr?.on("data", () => {});
+    const client = new Client({ name: "signal-test", version: "1.0.0" });
+    try {
+      await client.connect(transport);
+      const call = client.callTool({
+        name: "run_typescript",
+        arguments: { code: "while (true) {}", timeoutMs: 120_000 },
+      })
+        .catch(() => undefined);
+      // One running child plus the warm pool's two idle ones.
+      assert(
+        await eventually(async () => (await sandboxPids(tempDir)).length === 3),
+        "sandboxes did not start",
+      );
+      Deno.kill(transport.pid!, signal);
+      assert(
+        await eventually(async () => (await sandboxPids(tempDir)).length === 0),
+        `sandboxes survived ${signal}`,
+      );
+      assert(
+        await eventually(async () =>
+          (await leftovers(tempDir)).every((n) => !n.startsWith("code-executor-"))
+        ),
+        "sandbox directories survived",
+      );
+      await call;
+    } finally {
+      await client.close().catch(() => {});
+      await Deno.remove(tempDir, { recursive: true });
+    }
+  });
+}

@@ -1,0 +1,128 @@
+import { join } from "node:path";
+import { assertEquals, assertMatch } from "./_assert.ts";
+import { loadSettings, resolveSettings, SettingsError } from "../src/config/settings.ts";
+
+async function withDirs(
+  fn: (dirs: { home: string; project: string }) => Promise<void>,
+): Promise<void> {
+  const root = await Deno.makeTempDir({ prefix: "ce-settings-" });
+  const home = join(root, "home");
+  const project = join(root, "project");
+  await Deno.mkdir(join(home, ".config", "code-executor"), { recursive: true });
+  await Deno.mkdir(project);
+  try {
+    await fn({ home, project });
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+}
+
+async function settingsError(fn: () => Promise<unknown>): Promise<string> {
+  try {
+    await fn();
+  } catch (error) {
+    if (error instanceof SettingsError) return error.message;
+    throw error;
+  }
+  throw new Error("expected a SettingsError");
+}
+
+Deno.test("resolveSettings() fills in the documented defaults", () => {
+  const settings = resolveSettings({});
+  assertEquals(settings.limits.timeoutMs, 30_000);
+  assertEquals(settings.limits.maxTimeoutMs, 300_000);
+  assertEquals(settings.limits.memoryMb, 256);
+  assertEquals(settings.limits.maxOutputBytes, 100 * 1024);
+  assertEquals(settings.sandbox.warmPool, 2);
+  assertEquals(settings.permissions.net, []);
+  assertEquals(settings.allowedProjects, []);
+});
+
+Deno.test("loadSettings() merges user, project and CODE_EXECUTOR_CONFIG files, then env", async () => {
+  await withDirs(async ({ home, project }) => {
+    await Deno.writeTextFile(
+      join(home, ".config", "code-executor", "config.jsonc"),
+      '// user file\n{ "limits": { "timeoutMs": 1000, "memoryMb": 128, }, }',
+    );
+    await Deno.writeTextFile(
+      join(project, ".code-executor.jsonc"),
+      '{ /* project */ "limits": { "timeoutMs": 2000 } }',
+    );
+    await Deno.writeTextFile(join(project, "extra.jsonc"), '{ "sandbox": { "warmPool": 0 } }');
+    const { settings, sources } = await loadSettings({
+      cwd: project,
+      env: {
+        HOME: home,
+        CODE_EXECUTOR_CONFIG: "extra.jsonc",
+        CODE_EXECUTOR_MAX_OUTPUT_BYTES: "4096",
+        ALLOWED_PROJECTS: "/a:/b",
+      },
+    });
+    assertEquals(settings.limits.timeoutMs, 2000);
+    assertEquals(settings.limits.memoryMb, 128);
+    assertEquals(settings.sandbox.warmPool, 0);
+    assertEquals(settings.limits.maxOutputBytes, 4096);
+    assertEquals(settings.allowedProjects, ["/a", "/b"]);
+    assertEquals(sources.length, 4);
+  });
+});
+
+Deno.test("loadSettings() names the file and key of an unknown setting", async () => {
+  await withDirs(async ({ home, project }) => {
+    const file = join(project, ".code-executor.jsonc");
+    await Deno.writeTextFile(file, '{ "limits": { "timout": 5 } }');
+    const message = await settingsError(() => loadSettings({ cwd: project, env: { HOME: home } }));
+    assertMatch(message, /Unknown setting "limits\.timout"/);
+    assertEquals(message.includes(file), true);
+  });
+});
+
+Deno.test("loadSettings() names the key of a wrong type and the variable of a bad env value", async () => {
+  await withDirs(async ({ home, project }) => {
+    await Deno.writeTextFile(
+      join(project, ".code-executor.jsonc"),
+      '{ "limits": { "memoryMb": "lots" } }',
+    );
+    assertMatch(
+      await settingsError(() => loadSettings({ cwd: project, env: { HOME: home } })),
+      /Invalid setting "limits\.memoryMb"/,
+    );
+    await Deno.remove(join(project, ".code-executor.jsonc"));
+    assertMatch(
+      await settingsError(() =>
+        loadSettings({ cwd: project, env: { HOME: home, CODE_EXECUTOR_TIMEOUT_MS: "soon" } })
+      ),
+      /CODE_EXECUTOR_TIMEOUT_MS/,
+    );
+  });
+});
+
+Deno.test("loadSettings() reports JSONC syntax errors with the file and line", async () => {
+  await withDirs(async ({ home, project }) => {
+    await Deno.writeTextFile(
+      join(project, ".code-executor.jsonc"),
+      '{\n  "limits": {\n    "timeoutMs": 5 5\n}',
+    );
+    const message = await settingsError(() => loadSettings({ cwd: project, env: { HOME: home } }));
+    assertMatch(message, /\.code-executor\.jsonc: .* at line 3/);
+  });
+});
+
+Deno.test("loadSettings() refuses a missing CODE_EXECUTOR_CONFIG file", async () => {
+  await withDirs(async ({ home, project }) => {
+    const message = await settingsError(() =>
+      loadSettings({ cwd: project, env: { HOME: home, CODE_EXECUTOR_CONFIG: "nope.jsonc" } })
+    );
+    assertMatch(message, /nope\.jsonc/);
+  });
+});
+
+Deno.test("resolveSettings() refuses a default timeout above the maximum", () => {
+  let message = "";
+  try {
+    resolveSettings({ limits: { timeoutMs: 10, maxTimeoutMs: 5 } });
+  } catch (error) {
+    message = (error as Error).message;
+  }
+  assertMatch(message, /limits\.timeoutMs.*limits\.maxTimeoutMs/);
+});
