@@ -9,18 +9,20 @@
  * @module
  */
 import { parseArgs } from "node:util";
+import { doctor } from "./src/cli/doctor.ts";
 import { runFile } from "./src/cli/run.ts";
 import { serve } from "./src/cli/serve.ts";
 import { SettingsError } from "./src/config/settings.ts";
-import { SERVER_INFO } from "./src/server/server.ts";
+import { SERVER_VERSION } from "./src/version.ts";
 
 const HELP =
-  `code-executor ${SERVER_INFO.version}: one MCP server that runs code which calls all your others
+  `code-executor ${SERVER_VERSION}: one MCP server that runs code which calls all your others
 
 Usage:
   code-executor [serve] [--config PATH]...   Serve MCP on stdio (the default command)
   code-executor run FILE.ts [--timeout MS] [--json]
                                             Run a TypeScript file in the sandbox
+  code-executor doctor [--config PATH]...   Check every configured MCP server and the token savings
   code-executor --help | --version
 
 Options:
@@ -50,7 +52,7 @@ async function main(args: string[]): Promise<number> {
     return 0;
   }
   if (values.version) {
-    await Deno.stdout.write(new TextEncoder().encode(`code-executor ${SERVER_INFO.version}\n`));
+    await Deno.stdout.write(new TextEncoder().encode(`code-executor ${SERVER_VERSION}\n`));
     return 0;
   }
   const [command = "serve", ...rest] = positionals;
@@ -58,6 +60,10 @@ async function main(args: string[]): Promise<number> {
     if (rest.length > 0) throw new TypeError(`Unexpected argument "${rest[0]}" for serve`);
     await serve({ configPaths: values.config ?? [] });
     return 0;
+  }
+  if (command === "doctor") {
+    if (rest.length > 0) throw new TypeError(`Unexpected argument "${rest[0]}" for doctor`);
+    return await doctor({ configPaths: values.config ?? [] });
   }
   if (command === "run") {
     if (rest.length !== 1) throw new TypeError("Usage: code-executor run FILE.ts");
@@ -69,7 +75,7 @@ async function main(args: string[]): Promise<number> {
     }
     return await runFile(rest[0], { timeoutMs, json: values.json });
   }
-  throw new TypeError(`Unknown command "${command}": expected serve or run (see --help)`);
+  throw new TypeError(`Unknown command "${command}": expected serve, run or doctor (see --help)`);
 }
 
 if (import.meta.main) {

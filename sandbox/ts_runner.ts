@@ -29,24 +29,55 @@ const stdinRead = Deno.stdin.read.bind(Deno.stdin);
 const inspect = Deno.inspect;
 const realExit: (code?: number) => never = Deno.exit;
 const addListener = globalThis.addEventListener.bind(globalThis);
+const apply = Reflect.apply;
+const objectKeys = Object.keys;
+const subarray = Uint8Array.prototype.subarray;
+const byteLength = Object.getOwnPropertyDescriptor(
+  Object.getPrototypeOf(Uint8Array.prototype),
+  "byteLength",
+)!.get!;
 
 let nonce = "";
 let pending = "";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
+// The frame path uses only functions captured above: user code may patch any prototype
+// (subarray, the length getter, Object.prototype.toJSON) to read or rewrite frames otherwise.
 function writeAll(bytes: Uint8Array): void {
+  const total: number = apply(byteLength, bytes, []);
   let offset = 0;
-  while (offset < bytes.length) offset += stdoutWriteSync(bytes.subarray(offset));
+  while (offset < total) {
+    offset += stdoutWriteSync(offset === 0 ? bytes : apply(subarray, bytes, [offset]));
+  }
+}
+
+/** Fields that carry the code's own data; everything else in a frame is the runner's. */
+const DATA_FIELDS = ["value", "args", "d"];
+
+function serialise(fields: Record<string, unknown>): string {
+  const names = objectKeys(fields);
+  let out = "{";
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i];
+    const value = fields[name];
+    if (value === undefined) continue;
+    const own = typeof value === "object" && value !== null && !DATA_FIELDS.includes(name);
+    out += (out.length > 1 ? "," : "") + stringify(name) + ":" +
+      (own ? serialise(value as Record<string, unknown>) : stringify(value));
+  }
+  return out + "}";
 }
 
 function send(frame: Record<string, unknown>): void {
-  writeAll(encode(nonce + " " + stringify(frame) + "\n"));
+  writeAll(encode(nonce + " " + serialise(frame) + "\n"));
 }
+
+const readBuffer = new Uint8Array(64 * 1024);
 
 /** Reads the next frame from the host, or null at end of input. */
 async function readFrame(): Promise<Record<string, unknown> | null> {
-  const buffer = new Uint8Array(64 * 1024);
+  const buffer = readBuffer;
   while (true) {
     const newline = pending.indexOf("\n");
     if (newline >= 0) {
@@ -152,6 +183,108 @@ function describeError(error: unknown): { type: string; message: string; traceba
   return { type: "Error", message: `Uncaught ${inspect(error, { colors: false })}` };
 }
 
+// Requests to the host. Stdin is read only while a request is pending, so that an idle child
+// lets its event loop drain and the run end.
+let nextId = 1;
+const pendingRequests = new Map<
+  number,
+  { resolve(v: unknown): void; reject(e: Error): void; origin: Error }
+>();
+let reading = false;
+
+/** An upstream tool reported a failure (`isError`); the message is the tool's. */
+class ToolError extends Error {
+  /** @param message The upstream tool's error text. */
+  constructor(message: string) {
+    super(message);
+    this.name = "ToolError";
+  }
+}
+
+/** Builds the error for a failed request, with the stack of the code that made it. */
+function remoteError(error: { type?: unknown; message?: unknown }, origin: Error): Error {
+  const message = typeof error?.message === "string" ? error.message : "The request failed";
+  const made = error?.type === "ToolError" ? new ToolError(message) : new Error(message);
+  if (error?.type !== "ToolError" && typeof error?.type === "string") made.name = error.type;
+  const frames = (origin.stack ?? "").split("\n").slice(1).join("\n");
+  made.stack = `${made.name}: ${message}${frames ? "\n" + frames : ""}`;
+  return made;
+}
+
+async function pumpReplies(): Promise<void> {
+  if (reading) return;
+  reading = true;
+  try {
+    while (pendingRequests.size > 0) {
+      const frame = await readFrame();
+      if (frame === null) {
+        for (const pending of pendingRequests.values()) {
+          pending.reject(new Error("The host closed the connection"));
+        }
+        pendingRequests.clear();
+        return;
+      }
+      if (frame.t !== "reply" || typeof frame.id !== "number") continue;
+      const pending = pendingRequests.get(frame.id);
+      if (!pending) continue;
+      pendingRequests.delete(frame.id);
+      if (frame.ok === true) pending.resolve(frame.value);
+      else {
+        pending.reject(
+          remoteError(frame.error as { type?: unknown; message?: unknown }, pending.origin),
+        );
+      }
+    }
+  } finally {
+    reading = false;
+  }
+}
+
+function request(op: string, payload: Record<string, unknown>): Promise<unknown> {
+  const id = nextId++;
+  const origin = new Error();
+  const promise = new Promise<unknown>((resolve, reject) => {
+    pendingRequests.set(id, { resolve, reject, origin });
+  });
+  send({ t: "call", id, op, ...payload });
+  pumpReplies();
+  return promise;
+}
+
+function installApi(): void {
+  const callMCPTool = (name: string, args?: Record<string, unknown>) =>
+    request("call", { name, args: args ?? {} });
+  const discoverMCPTools = (options: { search?: string; server?: string } = {}) =>
+    request("discover", { search: options?.search, server: options?.server });
+  const searchTools = (query: string, limit = 10) => request("search", { query, limit });
+  const getToolSchema = (name: string) => request("schema", { name });
+  const serverProxy = (server: string) =>
+    new Proxy({}, {
+      get(_target, tool) {
+        if (typeof tool !== "string" || tool === "then") return undefined;
+        return (args?: Record<string, unknown>) =>
+          request("proxy", { server, tool, args: args ?? {} });
+      },
+    });
+  const tools = new Proxy({}, {
+    get(_target, server) {
+      if (typeof server !== "string" || server === "then") return undefined;
+      return serverProxy(server);
+    },
+  });
+  const api: Record<string, unknown> = {
+    callMCPTool,
+    discoverMCPTools,
+    searchTools,
+    getToolSchema,
+    tools,
+    ToolError,
+  };
+  for (const [name, value] of Object.entries(api)) {
+    Object.defineProperty(globalThis, name, { value, writable: true, configurable: true });
+  }
+}
+
 type Outcome =
   | { state: "running" }
   | { state: "returned"; value: unknown }
@@ -223,6 +356,7 @@ async function main(): Promise<void> {
   }) as typeof Deno.exit;
 
   installConsole();
+  installApi();
 
   const bytes = encode(source);
   let binary = "";

@@ -5,9 +5,11 @@
  */
 import { serveStdio, StdioServerTransport } from "@modelcontextprotocol/server/stdio";
 import { loadSettings } from "../config/settings.ts";
-import { Executor } from "../exec/executor.ts";
+import { discoverUpstreams } from "../config/upstream.ts";
+import { cacheDir, Executor } from "../exec/executor.ts";
 import { createLogger } from "../log.ts";
-import { createServer } from "../server/server.ts";
+import { type CodeExecutorServer, createServer } from "../server/server.ts";
+import { openHub } from "../upstream/hub.ts";
 
 /** Options of {@linkcode serve}. */
 export interface ServeOptions {
@@ -32,7 +34,7 @@ class ClosingStdioTransport extends StdioServerTransport {
 
 /**
  * Runs the MCP server on stdin/stdout until the client disconnects or a signal arrives, then
- * kills every sandbox child and exits.
+ * kills every sandbox child, closes the upstream servers and exits.
  *
  * @param options The command line options.
  * @returns Never returns normally: the process exits when the server stops.
@@ -44,10 +46,26 @@ export async function serve(options: ServeOptions): Promise<void> {
 
   const { settings, sources } = await loadSettings();
   log.info(`settings from ${sources.length ? sources.join(", ") : "defaults"}`);
-  if (options.configPaths.length > 0) {
-    log.info(`upstream config: ${options.configPaths.join(", ")}`);
+  const upstream = await discoverUpstreams({ configPaths: options.configPaths });
+  for (const broken of upstream.broken) log.warn(broken.error);
+  for (const source of upstream.sources) {
+    if (source.error) log.warn(`Skipped ${source.path}: ${source.error}`);
   }
-  const executor = await Executor.create(settings, { log });
+  if (upstream.servers.length === 0 && upstream.broken.length === 0) {
+    log.warn(
+      "No MCP servers are configured: run_typescript works, but there is nothing to call. Add servers with --config mcp.json (see README)",
+    );
+  } else {
+    log.info(`upstream servers: ${upstream.servers.map((s) => s.name).join(", ")}`);
+  }
+
+  const live = new Set<CodeExecutorServer>();
+  const hub = await openHub(upstream, settings, {
+    log,
+    cacheDir: cacheDir(),
+    onChange: () => live.forEach((s) => s.refresh()),
+  });
+  const executor = await Executor.create(settings, { log, hub });
 
   let stopping: Promise<never> | undefined;
   const stop = (why: string): Promise<never> => {
@@ -55,11 +73,17 @@ export async function serve(options: ServeOptions): Promise<void> {
       log.info(`shutting down (${why})`);
       await handle.close().catch(() => {});
       await executor.close();
+      await hub.close();
       Deno.exit(0);
     })();
     return stopping;
   };
-  const handle = serveStdio(() => createServer({ executor }), {
+  const handle = serveStdio(() => {
+    const created = createServer({ executor, hub });
+    live.add(created);
+    created.server.server.onclose = () => live.delete(created);
+    return created.server;
+  }, {
     transport: new ClosingStdioTransport(() => void stop("client disconnected")),
     onerror: (error) => log.warn(`protocol: ${error.message}`),
   });

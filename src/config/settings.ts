@@ -43,11 +43,27 @@ const PermissionsSchema = z.object({
   net: z.array(z.string().min(1)).default([]),
 }).strict();
 
+const ToolsSchema = z.object({
+  /** Globs of upstream tools that may be called (`mcp__github__*`); callers can only narrow it. */
+  allow: z.array(z.string().min(1)).default(["*"]),
+  /** Globs of upstream tools that may never be called; deny wins over allow. */
+  deny: z.array(z.string().min(1)).default([]),
+  /** Upstream tool calls one execution may make. */
+  maxCallsPerExecution: positiveInt.default(1000),
+  /** Calls per minute to any one upstream server, across executions; 0 is unlimited. */
+  callsPerMinutePerServer: z.number().int().min(0).default(0),
+  /** Time allowed for one upstream call unless the server's config sets `timeout`. */
+  callTimeoutMs: positiveInt.default(60_000),
+  /** Size of one tool result handed to sandbox code, in bytes (JSON). */
+  maxResultBytes: positiveInt.default(5 * 1024 * 1024),
+}).strict();
+
 /** The schema of the settings object, with defaults. */
 export const SettingsSchema = z.object({
   limits: LimitsSchema.prefault({}),
   sandbox: SandboxSchema.prefault({}),
   permissions: PermissionsSchema.prefault({}),
+  tools: ToolsSchema.prefault({}),
   /** Directories under which callers may grant read or write access (`ALLOWED_PROJECTS`). */
   allowedProjects: z.array(z.string().min(1)).default([]),
 }).strict();

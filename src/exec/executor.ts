@@ -14,7 +14,10 @@ import {
   narrowPermissions,
   type RequestedPermissions,
 } from "../policy/permissions.ts";
+import { ToolPolicy } from "../policy/tool_policy.ts";
 import { ExecutionRefusedError, type ExecutionResult } from "./result.ts";
+import type { Hub } from "../upstream/hub.ts";
+import { ToolBridge } from "./tool_bridge.ts";
 import { CHILD_DIR_PREFIX, scrubEmitCache, TsChild, type TsChildOptions } from "./ts_sandbox.ts";
 import { wrapTypescript } from "./ts_source.ts";
 import { WarmPool } from "./warm_pool.ts";
@@ -27,6 +30,8 @@ export interface RunOptions {
   timeoutMs?: number;
   /** Extra permissions, narrowed against the admin's settings. */
   permissions?: RequestedPermissions;
+  /** Globs of upstream tools the code may call, narrowing the admin's `tools.allow`. */
+  allowedTools?: string[];
   /** Aborting it cancels the run, queued or running. */
   signal?: AbortSignal;
 }
@@ -35,6 +40,8 @@ export interface RunOptions {
 export interface ExecutorOptions {
   /** Where to report problems. */
   log: Logger;
+  /** Upstream MCP servers the code may call; none when omitted. */
+  hub?: Hub;
 }
 
 /**
@@ -168,6 +175,7 @@ class Slots {
 export class Executor {
   #settings: Settings;
   #log: Logger;
+  #hub: Hub | undefined;
   #slots: Slots;
   #pool: WarmPool<TsChild>;
   #base: BaseChildOptions;
@@ -175,9 +183,11 @@ export class Executor {
   #disposing = new Set<Promise<void>>();
   #closing = new AbortController();
 
-  private constructor(settings: Settings, log: Logger, base: BaseChildOptions) {
+  private constructor(settings: Settings, options: ExecutorOptions, base: BaseChildOptions) {
     this.#settings = settings;
-    this.#log = log;
+    this.#log = options.log;
+    this.#hub = options.hub;
+    const log = options.log;
     this.#base = base;
     this.#slots = new Slots(settings.limits.maxConcurrent, settings.limits.maxQueued);
     this.#pool = new WarmPool(settings.sandbox.warmPool, () => this.#spawn({ preload: true }), log);
@@ -203,7 +213,7 @@ export class Executor {
       memoryMb: settings.limits.memoryMb,
       log: options.log,
     };
-    const executor = new Executor(settings, options.log, base);
+    const executor = new Executor(settings, options, base);
     executor.#pool.fill();
     return executor;
   }
@@ -265,6 +275,7 @@ export class Executor {
       );
     }
     const granted = await narrowPermissions(options.permissions, this.#settings);
+    const policy = new ToolPolicy(this.#settings.tools, options.allowedTools);
     const signal = options.signal
       ? AbortSignal.any([options.signal, this.#closing.signal])
       : this.#closing.signal;
@@ -277,13 +288,24 @@ export class Executor {
       this.#active.add(child);
       const wrapped = wrapTypescript(code);
       const remaining = Math.max(1, timeoutMs - Math.round(performance.now() - started));
-      const result = await child.run(wrapped, {
-        timeoutMs: remaining,
-        maxOutputBytes: limits.maxOutputBytes,
-        signal,
-      });
-      result.durationMs = Math.round(performance.now() - started);
-      return result;
+      const ended = new AbortController();
+      const bridge = this.#hub
+        ? new ToolBridge(this.#hub, policy, this.#settings, AbortSignal.any([signal, ended.signal]))
+        : undefined;
+      try {
+        const result = await child.run(wrapped, {
+          timeoutMs: remaining,
+          reportedTimeoutMs: timeoutMs,
+          maxOutputBytes: limits.maxOutputBytes,
+          signal,
+          onRequest: bridge ? (frame) => bridge.handle(frame) : undefined,
+        });
+        result.durationMs = Math.round(performance.now() - started);
+        if (bridge) result.toolCalls = bridge.records;
+        return result;
+      } finally {
+        ended.abort();
+      }
     } finally {
       release();
       if (child) this.#retire(child);

@@ -38,10 +38,14 @@ export interface TsChildOptions {
 export interface RunLimits {
   /** Wall-clock limit; the child is SIGKILLed at the deadline. */
   timeoutMs: number;
+  /** The limit to name in the timeout error, when it differs (time spent before the run). */
+  reportedTimeoutMs?: number;
   /** Cap per captured stream; reaching it stops the run. */
   maxOutputBytes: number;
   /** Aborting this kills the run (client cancellation, shutdown). */
   signal?: AbortSignal;
+  /** Answers the code's requests (tool calls, discovery); without it they fail. */
+  onRequest?: (frame: Record<string, unknown>) => Promise<object>;
 }
 
 const RSS_POLL_MS = 25;
@@ -285,8 +289,9 @@ export class TsChild {
     const timer = setTimeout(() =>
       stop({
         type: "TimeoutError",
-        message:
-          `Execution timed out after ${limits.timeoutMs} ms: pass a larger timeoutMs (up to the admin's limits.maxTimeoutMs) or do less work per run`,
+        message: `Execution timed out after ${
+          limits.reportedTimeoutMs ?? limits.timeoutMs
+        } ms: pass a larger timeoutMs (up to the admin's limits.maxTimeoutMs) or do less work per run`,
       }), limits.timeoutMs);
     const watchdog = setInterval(async () => {
       const mb = await residentMb(this.#process.pid);
@@ -328,6 +333,8 @@ export class TsChild {
           if (typeof frame.d === "string" && !capture.add(frame.d)) {
             overflow(frame.s === "stderr" ? "stderr" : "stdout");
           }
+        } else if (frame.t === "call") {
+          this.#answer(frame, limits);
         } else if (frame.t === "result") {
           result = {
             ok: frame.ok === true,
@@ -371,6 +378,18 @@ export class TsChild {
     }
     if (stdout.truncated || stderr.truncated) out.truncated = true;
     return out;
+  }
+
+  #answer(frame: Record<string, unknown>, limits: RunLimits): void {
+    const id = frame.id;
+    if (typeof id !== "number") return;
+    const reply = limits.onRequest ? limits.onRequest(frame) : Promise.resolve({
+      ok: false,
+      error: { type: "ToolCallError", message: "No MCP servers are available to this execution" },
+    });
+    reply.then((body) => this.#send({ t: "reply", id, ...body })).catch(() => {
+      // The child is gone; its run is already being reported.
+    });
   }
 
   #crashError(status: Deno.CommandStatus, stderr: string): ExecutionErrorInfo {

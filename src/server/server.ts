@@ -7,9 +7,12 @@ import { McpServer } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import type { Executor } from "../exec/executor.ts";
 import { type ExecutionResult, renderResult } from "../exec/result.ts";
+import type { Hub } from "../upstream/hub.ts";
+import { toolSignature } from "../upstream/signatures.ts";
+import { SERVER_VERSION } from "../version.ts";
 
 /** Name and version reported to clients. */
-export const SERVER_INFO = { name: "code-executor", version: "0.1.0" } as const;
+export const SERVER_INFO = { name: "code-executor", version: SERVER_VERSION } as const;
 
 const PermissionsInput = z.object({
   net: z.array(z.string()).optional().describe(
@@ -21,6 +24,9 @@ const PermissionsInput = z.object({
 
 const RunTypescriptInput = z.object({
   code: z.string().describe("TypeScript to run as a module body; top-level await and return work"),
+  allowedTools: z.array(z.string()).optional().describe(
+    "Globs of tools the code may call, e.g. mcp__github__*; narrows the admin's policy",
+  ),
   timeoutMs: z.number().int().positive().optional().describe("Wall-clock limit (default 30000)"),
   permissions: PermissionsInput.optional().describe(
     "Extra access beyond the private working directory; only narrows the admin's policy",
@@ -44,18 +50,49 @@ const ExecutionOutput = z.object({
   truncated: z.boolean().optional(),
 });
 
+const SearchToolsInput = z.object({
+  query: z.string().describe("Words to look for in tool names and descriptions; empty lists all"),
+  limit: z.number().int().positive().max(100).optional().describe("Most results (default 10)"),
+  detail: z.enum(["names", "signatures", "schemas"]).optional().describe(
+    "names, TypeScript signatures (default) or full JSON Schemas",
+  ),
+}).strict();
+
 const RUN_TYPESCRIPT_DESCRIPTION = [
-  "Run TypeScript in a fresh Deno sandbox and get back what it prints.",
-  "The code is a module body: top-level await works; `return x` sets returnValue (JSON).",
-  "console.log/error are captured. The cwd is a private temp dir; no env, no subprocesses,",
-  "no network and no files outside it unless `permissions` grants them within the admin's policy.",
-  "Print or return only what you need: that is all that comes back.",
+  "Run TypeScript in a fresh Deno sandbox; only what it prints or returns comes back.",
+  "Module body: top-level await; `return x` sets returnValue (JSON). console.log is captured.",
+  "Call MCP tools from the code: await callMCPTool('mcp__<server>__<tool>', args), or",
+  "await tools.<server>.<toolInCamelCase>(args). Results are structuredContent or text;",
+  "a failing tool throws ToolError. Find tools with await searchTools('query') (signatures),",
+  "discoverMCPTools({search, server}) or getToolSchema(name); or use search_tools.",
+  "No env, subprocesses, network or files outside the private cwd unless `permissions` grants them.",
 ].join("\n");
+
+function describeServers(hub: Hub | undefined): string {
+  if (!hub || hub.pool.names.length === 0) {
+    return "\nNo MCP servers are configured (see code-executor setup).";
+  }
+  const parts = hub.catalog.summary().map((s) =>
+    s.error ? `${s.name} (unavailable)` : s.tools === undefined ? s.name : `${s.name} (${s.tools})`
+  );
+  const broken = hub.config.broken.map((b) => `${b.name} (misconfigured)`);
+  return `\nServers (tools): ${[...parts, ...broken].join(", ")}`;
+}
 
 /** What the server needs from the rest of the program. */
 export interface ServerDeps {
   /** Runs code. */
   executor: Executor;
+  /** The upstream servers, if any are configured. */
+  hub?: Hub;
+}
+
+/** A created server and a hook to call when the upstream tool lists change. */
+export interface CodeExecutorServer {
+  /** The MCP server instance. */
+  server: McpServer;
+  /** Refreshes descriptions that list the servers; the client is told the list changed. */
+  refresh(): void;
 }
 
 function toToolResult(result: ExecutionResult) {
@@ -66,22 +103,50 @@ function toToolResult(result: ExecutionResult) {
   };
 }
 
+async function searchToolsText(
+  hub: Hub | undefined,
+  query: string,
+  limit: number,
+  detail: "names" | "signatures" | "schemas",
+): Promise<string> {
+  if (!hub || hub.pool.names.length === 0) return "No MCP servers are configured.";
+  const found = await hub.catalog.search(query, { limit });
+  const unavailable = hub.catalog.summary().filter((s) => s.error)
+    .map((s) => `// ${s.error}`);
+  if (found.length === 0) {
+    return [`No tools match "${query}".`, ...unavailable].join("\n");
+  }
+  const body = found.map((entry) => {
+    if (detail === "names") return entry.fullName;
+    if (detail === "schemas") {
+      return JSON.stringify({
+        name: entry.fullName,
+        description: entry.description,
+        inputSchema: entry.inputSchema,
+        ...(entry.outputSchema ? { outputSchema: entry.outputSchema } : {}),
+      });
+    }
+    return toolSignature(entry);
+  });
+  return [...body, ...unavailable].join(detail === "signatures" ? "\n\n" : "\n");
+}
+
 /**
  * Builds one MCP server instance with the executor's tools registered in a fixed order.
  *
- * @param deps The executor.
- * @returns A server ready to connect to a transport.
+ * @param deps The executor and the upstream hub.
+ * @returns The server, and a hook for upstream changes.
  */
-export function createServer(deps: ServerDeps): McpServer {
+export function createServer(deps: ServerDeps): CodeExecutorServer {
   const server = new McpServer(SERVER_INFO, {
     capabilities: { tools: { listChanged: true } },
     instructions:
       "Write a short program instead of calling many tools: run_typescript runs it in a sandbox and returns only what it prints.",
   });
 
-  server.registerTool("run_typescript", {
+  const runTypescript = server.registerTool("run_typescript", {
     title: "Run TypeScript",
-    description: RUN_TYPESCRIPT_DESCRIPTION,
+    description: RUN_TYPESCRIPT_DESCRIPTION + describeServers(deps.hub),
     inputSchema: RunTypescriptInput,
     outputSchema: ExecutionOutput,
     annotations: {
@@ -93,6 +158,7 @@ export function createServer(deps: ServerDeps): McpServer {
     },
   }, async (args, ctx) => {
     const result = await deps.executor.runTypescript(args.code, {
+      allowedTools: args.allowedTools,
       timeoutMs: args.timeoutMs,
       permissions: args.permissions,
       signal: ctx.mcpReq.signal,
@@ -100,5 +166,30 @@ export function createServer(deps: ServerDeps): McpServer {
     return toToolResult(result);
   });
 
-  return server;
+  server.registerTool("search_tools", {
+    title: "Search MCP tools",
+    description:
+      "Find tools of the configured MCP servers by keyword; returns TypeScript signatures to use in run_typescript.",
+    inputSchema: SearchToolsInput,
+    annotations: { title: "Search MCP tools", readOnlyHint: true, openWorldHint: false },
+  }, async (args) => {
+    const text = await searchToolsText(
+      deps.hub,
+      args.query,
+      args.limit ?? 10,
+      args.detail ?? "signatures",
+    );
+    return { content: [{ type: "text" as const, text }] };
+  });
+
+  let described = describeServers(deps.hub);
+  return {
+    server,
+    refresh() {
+      const next = describeServers(deps.hub);
+      if (next === described) return;
+      described = next;
+      runTypescript.update({ description: RUN_TYPESCRIPT_DESCRIPTION + next });
+    },
+  };
 }

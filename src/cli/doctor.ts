@@ -1,0 +1,109 @@
+/**
+ * `doctor`: what is configured, what connects, and what it costs in tokens.
+ *
+ * @module
+ */
+import { loadSettings } from "../config/settings.ts";
+import { discoverUpstreams } from "../config/upstream.ts";
+import { Executor } from "../exec/executor.ts";
+import { createLogger } from "../log.ts";
+import { listOwnTools } from "../server/introspect.ts";
+import { openHub } from "../upstream/hub.ts";
+
+/** Options of {@linkcode doctor}. */
+export interface DoctorOptions {
+  /** Upstream config files given with `--config`. */
+  configPaths: string[];
+  /** Write text here instead of stdout (tests). */
+  write?: (text: string) => void;
+}
+
+function table(rows: string[][]): string {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
+  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i])).join("  ").trimEnd()).join(
+    "\n",
+  );
+}
+
+/**
+ * Connects to every configured server and prints a report.
+ *
+ * @param options Config files and output.
+ * @returns The exit code: 0 when every server works, 1 otherwise.
+ */
+export async function doctor(options: DoctorOptions): Promise<number> {
+  const encoder = new TextEncoder();
+  const write = options.write ?? ((text: string) => Deno.stdout.writeSync(encoder.encode(text)));
+  const log = createLogger("error");
+  const { settings, sources: settingsSources } = await loadSettings();
+  const upstream = await discoverUpstreams({ configPaths: options.configPaths });
+  write(`Settings: ${settingsSources.length ? settingsSources.join(", ") : "defaults"}\n\n`);
+  write("Config sources:\n");
+  for (const source of upstream.sources) {
+    const state = source.error ? "error  " : source.found ? "found  " : "missing";
+    const detail = source.error
+      ? `: ${source.error}`
+      : source.found
+      ? ` (${source.servers} servers)`
+      : "";
+    write(`  ${state} ${source.path} [${source.kind}]${detail}\n`);
+  }
+
+  const hub = await openHub(upstream, settings, { log });
+  try {
+    const rows = [["SERVER", "SOURCE", "TRANSPORT", "STATUS", "TOOLS", "CONNECT"]];
+    let upstreamTokens = 0;
+    let failures = upstream.broken.length;
+    const { countTokens } = await import("gpt-tokenizer/encoding/o200k_base");
+    await Promise.all(upstream.servers.map((server) =>
+      hub.pool.listToolsRaw(server.name).then(
+        (raw) => upstreamTokens += countTokens(JSON.stringify(raw)),
+        () => failures++,
+      )
+    ));
+    await hub.catalog.ensure();
+    const summary = new Map(hub.catalog.summary().map((s) => [s.name, s]));
+    for (const status of hub.pool.statuses()) {
+      const config = hub.pool.config(status.name)!;
+      const tools = summary.get(status.name)?.tools;
+      rows.push([
+        status.name,
+        config.source,
+        config.transport,
+        status.state === "ready"
+          ? "ok"
+          : `error: ${status.error ?? summary.get(status.name)?.error}`,
+        tools === undefined ? "-" : String(tools),
+        status.connectMs === undefined ? "-" : `${status.connectMs} ms`,
+      ]);
+    }
+    for (const broken of upstream.broken) {
+      rows.push([broken.name, broken.source, "-", `error: ${broken.error}`, "-", "-"]);
+    }
+    write(
+      `\nServers:\n${rows.length > 1 ? table(rows).replace(/^/gm, "  ") : "  (none configured)"}\n`,
+    );
+
+    const executor = await Executor.create({
+      ...settings,
+      sandbox: { ...settings.sandbox, warmPool: 0 },
+    }, {
+      log,
+      hub,
+    });
+    try {
+      const own = countTokens(JSON.stringify(await listOwnTools({ executor, hub })));
+      const saved = upstreamTokens > 0
+        ? ` (${Math.round((1 - own / upstreamTokens) * 100)}% saved)`
+        : "";
+      write(
+        `\nTokens (o200k): our tools/list ${own}; the upstream tools/lists ${upstreamTokens}${saved}\n`,
+      );
+    } finally {
+      await executor.close();
+    }
+    return failures > 0 ? 1 : 0;
+  } finally {
+    await hub.close();
+  }
+}

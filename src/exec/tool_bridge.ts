@@ -1,0 +1,210 @@
+/**
+ * Serves the in-sandbox API (`callMCPTool`, `discoverMCPTools`, `searchTools`, `getToolSchema`,
+ * `tools.<server>.<tool>`) for one execution. Requests arrive as frames from the child and are
+ * untrusted: every decision — policy, caps, rate limits, schema validation — is made here.
+ *
+ * @module
+ */
+import type { Settings } from "../config/settings.ts";
+import type { ToolPolicy } from "../policy/tool_policy.ts";
+import type { Hub } from "../upstream/hub.ts";
+import { toolSignature } from "../upstream/signatures.ts";
+import type { ToolCallRecord } from "./result.ts";
+
+/** A reply frame body: a value, or an error the runner rethrows. */
+export type BridgeReply =
+  | { ok: true; value: unknown }
+  | { ok: false; error: { type: string; message: string } };
+
+class BridgeError extends Error {
+  constructor(readonly type: string, message: string) {
+    super(message);
+  }
+}
+
+function str(value: unknown, field: string, max = 1000): string {
+  if (typeof value !== "string" || value.length === 0 || value.length > max) {
+    throw new BridgeError("TypeError", `${field} must be a non-empty string`);
+  }
+  return value;
+}
+
+function argsObject(value: unknown, name: string): Record<string, unknown> {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== "object" || Array.isArray(value)) {
+    throw new BridgeError(
+      "TypeError",
+      `Arguments for ${name} must be an object, got ${
+        Array.isArray(value) ? "an array" : typeof value
+      }`,
+    );
+  }
+  return value as Record<string, unknown>;
+}
+
+/** Turns an upstream result into what sandbox code receives. */
+function unwrapResult(result: {
+  content?: Array<Record<string, unknown>>;
+  structuredContent?: unknown;
+}): unknown {
+  if (result.structuredContent !== undefined) return result.structuredContent;
+  const content = Array.isArray(result.content) ? result.content : [];
+  const texts = content.filter((block) => block.type === "text" && typeof block.text === "string");
+  if (texts.length > 0 && texts.length === content.length) {
+    return texts.map((b) => b.text).join("\n");
+  }
+  return content;
+}
+
+function upstreamErrorText(result: { content?: Array<Record<string, unknown>> }): string {
+  const content = Array.isArray(result.content) ? result.content : [];
+  const text = content.filter((b) => b.type === "text").map((b) => String(b.text)).join("\n");
+  return text || "the tool reported an error without a message";
+}
+
+/** The bridge of one execution. */
+export class ToolBridge {
+  #hub: Hub;
+  #policy: ToolPolicy;
+  #settings: Settings;
+  #signal: AbortSignal | undefined;
+  #calls = 0;
+  /** Calls made so far, in the order they finished. */
+  readonly records: ToolCallRecord[] = [];
+
+  /**
+   * @param hub Upstream connections, catalog and limiter.
+   * @param policy This execution's tool policy.
+   * @param settings The admin's settings.
+   * @param signal Aborted when the execution ends.
+   */
+  constructor(hub: Hub, policy: ToolPolicy, settings: Settings, signal?: AbortSignal) {
+    this.#hub = hub;
+    this.#policy = policy;
+    this.#settings = settings;
+    this.#signal = signal;
+  }
+
+  /**
+   * Handles one request frame from the sandbox.
+   *
+   * @param frame The frame, as parsed (untrusted).
+   * @returns The reply; never throws.
+   */
+  async handle(frame: Record<string, unknown>): Promise<BridgeReply> {
+    try {
+      return { ok: true, value: await this.#dispatch(frame) };
+    } catch (error) {
+      if (error instanceof BridgeError) {
+        return { ok: false, error: { type: error.type, message: error.message } };
+      }
+      return {
+        ok: false,
+        error: { type: "ToolCallError", message: (error as Error).message ?? String(error) },
+      };
+    }
+  }
+
+  async #dispatch(frame: Record<string, unknown>): Promise<unknown> {
+    const catalog = this.#hub.catalog;
+    switch (frame.op) {
+      case "call":
+        return await this.#call(str(frame.name, "The tool name"), frame.args);
+      case "proxy": {
+        const name = await catalog.resolveProxy(
+          str(frame.server, "The server"),
+          str(frame.tool, "The tool"),
+        );
+        return await this.#call(name, frame.args);
+      }
+      case "discover": {
+        const search = typeof frame.search === "string" ? frame.search : "";
+        const server = typeof frame.server === "string" ? frame.server : undefined;
+        const found = await catalog.search(search, { server, limit: 1000 });
+        return found.filter((e) => !this.#policy.check(e.fullName)).map((e) => ({
+          name: e.fullName,
+          server: e.server,
+          description: e.description ?? "",
+          inputSchema: e.inputSchema,
+        }));
+      }
+      case "search": {
+        const limit = typeof frame.limit === "number" && frame.limit > 0
+          ? Math.min(frame.limit, 100)
+          : 10;
+        const found = await catalog.search(str(frame.query, "The query"), { limit });
+        return found.filter((e) => !this.#policy.check(e.fullName)).map((e) => ({
+          name: e.fullName,
+          description: e.description ?? "",
+          signature: toolSignature(e),
+        }));
+      }
+      case "schema": {
+        const entry = await catalog.lookup(str(frame.name, "The tool name"));
+        return {
+          name: entry.fullName,
+          description: entry.description ?? "",
+          inputSchema: entry.inputSchema,
+          ...(entry.outputSchema ? { outputSchema: entry.outputSchema } : {}),
+          signature: toolSignature(entry),
+        };
+      }
+      default:
+        throw new BridgeError("TypeError", `Unknown sandbox request "${String(frame.op)}"`);
+    }
+  }
+
+  async #call(name: string, rawArgs: unknown): Promise<unknown> {
+    const started = performance.now();
+    const record = (ok: boolean) =>
+      this.records.push({ name, ok, durationMs: Math.round(performance.now() - started) });
+    try {
+      const value = await this.#callChecked(name, rawArgs);
+      record(true);
+      return value;
+    } catch (error) {
+      record(false);
+      throw error;
+    }
+  }
+
+  async #callChecked(name: string, rawArgs: unknown): Promise<unknown> {
+    const tools = this.#settings.tools;
+    const refusal = this.#policy.check(name);
+    if (refusal) throw new BridgeError("ToolPolicyError", refusal);
+    if (this.#calls >= tools.maxCallsPerExecution) {
+      throw new BridgeError(
+        "ToolPolicyError",
+        `Cannot call tool "${name}": this execution already made ${tools.maxCallsPerExecution} tool calls (tools.maxCallsPerExecution); batch the work or split it across runs`,
+      );
+    }
+    this.#calls++;
+    const entry = await this.#hub.catalog.lookup(name);
+    const args = argsObject(rawArgs, name);
+    const invalid = this.#hub.catalog.validator(entry)(args);
+    if (invalid) throw new BridgeError("ToolValidationError", invalid);
+    const wait = this.#hub.limiter.take(entry.server);
+    if (wait !== undefined) {
+      throw new BridgeError(
+        "RateLimitError",
+        `Cannot call tool "${name}": server "${entry.server}" allows ${tools.callsPerMinutePerServer} calls per minute (tools.callsPerMinutePerServer); retry in ${
+          Math.ceil(wait / 1000)
+        } s`,
+      );
+    }
+    const result = await this.#hub.pool.callTool(entry.server, entry.name, args, {
+      timeoutMs: this.#hub.pool.config(entry.server)?.timeoutMs ?? tools.callTimeoutMs,
+      signal: this.#signal,
+    });
+    if (result.isError) throw new BridgeError("ToolError", upstreamErrorText(result));
+    const value = unwrapResult(result);
+    const size = new TextEncoder().encode(JSON.stringify(value) ?? "").length;
+    if (size > tools.maxResultBytes) {
+      throw new BridgeError(
+        "ToolResultTooLarge",
+        `The result of ${name} is ${size} bytes, more than tools.maxResultBytes (${tools.maxResultBytes}); ask the tool for less (paging, filters)`,
+      );
+    }
+    return value;
+  }
+}

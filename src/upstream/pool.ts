@@ -1,0 +1,409 @@
+/**
+ * MCP clients to every configured upstream server: connected lazily and in parallel, with
+ * per-call timeouts, reconnection with backoff after a crash, and isolation so that one broken
+ * server never blocks the others.
+ *
+ * @module
+ */
+import {
+  Client,
+  SSEClientTransport,
+  StreamableHTTPClientTransport,
+  type Transport,
+} from "@modelcontextprotocol/client";
+import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
+import type { UpstreamServerConfig } from "../config/upstream.ts";
+import type { Logger } from "../log.ts";
+import { SERVER_VERSION } from "../version.ts";
+
+/** A tool as listed by an upstream server. */
+export interface UpstreamTool {
+  /** The tool's name, verbatim. */
+  name: string;
+  /** Its description, if any. */
+  description?: string;
+  /** Its input JSON Schema. */
+  inputSchema: Record<string, unknown>;
+  /** Its output JSON Schema, if declared. */
+  outputSchema?: Record<string, unknown>;
+}
+
+/** The content of an upstream `tools/call` result that matters to callers. */
+export interface UpstreamCallResult {
+  /** Content blocks. */
+  content: Array<Record<string, unknown>>;
+  /** Structured output, when the tool declares it. */
+  structuredContent?: unknown;
+  /** Whether the tool reported a failure. */
+  isError?: boolean;
+}
+
+/** The state of one upstream connection, as `doctor` and the catalog report it. */
+export interface UpstreamStatus {
+  /** Server name. */
+  name: string;
+  /** `idle` (not yet connected), `ready`, or `failed` with `error`. */
+  state: "idle" | "connecting" | "ready" | "failed";
+  /** Why the last connection attempt failed. */
+  error?: string;
+  /** How long the last successful connection took. */
+  connectMs?: number;
+}
+
+/** Options of {@linkcode UpstreamPool}. */
+export interface UpstreamPoolOptions {
+  /** Where upstream stderr and connection problems go. */
+  log: Logger;
+  /** Default time allowed for connecting and listing. */
+  connectTimeoutMs?: number;
+  /** Default time allowed for one tool call. */
+  callTimeoutMs?: number;
+  /** Environment to pick the curated variables for stdio servers from. */
+  env?: Record<string, string>;
+  /** Called when a server reports that its tool list changed. */
+  onToolsChanged?: (server: string) => void;
+}
+
+/** Environment variables passed through to stdio servers; nothing else of the host's is. */
+const PASSED_ENV = [
+  "PATH",
+  "HOME",
+  "USER",
+  "LOGNAME",
+  "SHELL",
+  "TERM",
+  "LANG",
+  "LANGUAGE",
+  "TZ",
+  "TMPDIR",
+  "TEMP",
+  "TMP",
+  "XDG_RUNTIME_DIR",
+  "XDG_CONFIG_HOME",
+  "XDG_CACHE_HOME",
+  "XDG_DATA_HOME",
+  "DENO_DIR",
+  "NODE_EXTRA_CA_CERTS",
+  "SSL_CERT_FILE",
+  "SYSTEMROOT",
+  "SYSTEMDRIVE",
+  "WINDIR",
+  "COMSPEC",
+  "PATHEXT",
+  "APPDATA",
+  "LOCALAPPDATA",
+  "USERPROFILE",
+  "PROGRAMFILES",
+];
+
+/**
+ * Builds the environment of a stdio server: the curated host variables plus its own `env`.
+ *
+ * @param hostEnv The host's environment.
+ * @param own The server's configured `env`.
+ * @returns The child's whole environment.
+ */
+export function curatedEnv(
+  hostEnv: Record<string, string>,
+  own: Record<string, string> = {},
+): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(hostEnv)) {
+    if (PASSED_ENV.includes(key) || key.startsWith("LC_")) env[key] = value;
+  }
+  return { ...env, ...own };
+}
+
+type ResolvedPoolOptions = UpstreamPoolOptions & {
+  connectTimeoutMs: number;
+  callTimeoutMs: number;
+};
+
+const MAX_BACKOFF_MS = 30_000;
+const FIRST_BACKOFF_MS = 250;
+
+/** One upstream server: its client, its state and its reconnection schedule. */
+class UpstreamConnection {
+  readonly config: UpstreamServerConfig;
+  #options: ResolvedPoolOptions;
+  #client: Client | undefined;
+  #connecting: Promise<Client> | undefined;
+  #failures = 0;
+  #retryAt = 0;
+  #closed = false;
+  status: UpstreamStatus;
+
+  constructor(config: UpstreamServerConfig, options: ResolvedPoolOptions) {
+    this.config = config;
+    this.#options = options;
+    this.status = { name: config.name, state: "idle" };
+  }
+
+  #transport(): Transport {
+    const config = this.config;
+    if (config.transport === "stdio") {
+      const transport = new StdioClientTransport({
+        command: config.command!,
+        args: config.args ?? [],
+        env: curatedEnv(this.#options.env ?? Deno.env.toObject(), config.env),
+        cwd: config.cwd,
+        stderr: "pipe",
+      });
+      const decoder = new TextDecoder();
+      transport.stderr?.on("data", (chunk: Uint8Array) => {
+        for (const line of decoder.decode(chunk).split("\n")) {
+          if (line.trim()) this.#options.log.debug(`[${config.name}] ${line}`);
+        }
+      });
+      return transport;
+    }
+    const requestInit = { headers: config.headers ?? {} };
+    const url = new URL(config.url!);
+    return config.transport === "sse"
+      ? new SSEClientTransport(url, { requestInit })
+      : new StreamableHTTPClientTransport(url, { requestInit });
+  }
+
+  /** Returns a connected client, connecting (or reconnecting) first when needed. */
+  client(): Promise<Client> {
+    if (this.#client) return Promise.resolve(this.#client);
+    if (this.#connecting) return this.#connecting;
+    if (this.#closed) return Promise.reject(new Error(`Server "${this.config.name}" is closed`));
+    const wait = this.#retryAt - Date.now();
+    if (wait > 0) {
+      return Promise.reject(
+        new Error(
+          `Server "${this.config.name}" is unavailable: ${this.status.error}; next reconnect attempt in ${
+            Math.ceil(wait / 100) / 10
+          } s`,
+        ),
+      );
+    }
+    this.#connecting = this.#connect().finally(() => this.#connecting = undefined);
+    return this.#connecting;
+  }
+
+  async #connect(): Promise<Client> {
+    this.status = { name: this.config.name, state: "connecting" };
+    const started = performance.now();
+    const onToolsChanged = this.#options.onToolsChanged;
+    const client = new Client({ name: "code-executor", version: SERVER_VERSION }, {
+      listChanged: onToolsChanged
+        ? { tools: { autoRefresh: false, onChanged: () => onToolsChanged(this.config.name) } }
+        : undefined,
+    });
+    const transport = this.#transport();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      await Promise.race([
+        client.connect(transport),
+        new Promise((_, reject) => {
+          timer = setTimeout(
+            () =>
+              reject(
+                new Error(`no answer to initialize within ${this.#options.connectTimeoutMs} ms`),
+              ),
+            this.#options.connectTimeoutMs,
+          );
+        }),
+      ]);
+    } catch (error) {
+      await client.close().catch(() => {});
+      await transport.close().catch(() => {});
+      this.#failures++;
+      this.#retryAt = Date.now() +
+        Math.min(MAX_BACKOFF_MS, FIRST_BACKOFF_MS * 2 ** (this.#failures - 1));
+      const reason = describeConnectError(error as Error, this.config);
+      this.status = { name: this.config.name, state: "failed", error: reason };
+      this.#options.log.warn(`Cannot connect to MCP server "${this.config.name}": ${reason}`);
+      throw new Error(`Server "${this.config.name}" is unavailable: ${reason}`);
+    } finally {
+      clearTimeout(timer);
+    }
+    if (this.#closed) {
+      await client.close().catch(() => {});
+      throw new Error(`Server "${this.config.name}" is closed`);
+    }
+    client.onclose = () => {
+      if (this.#client !== client) return;
+      this.#client = undefined;
+      if (!this.#closed) {
+        this.status = { name: this.config.name, state: "idle", error: "the connection closed" };
+        this.#options.log.warn(
+          `MCP server "${this.config.name}" disconnected; it reconnects on next use`,
+        );
+      }
+    };
+    this.#failures = 0;
+    this.#retryAt = 0;
+    this.#client = client;
+    this.status = {
+      name: this.config.name,
+      state: "ready",
+      connectMs: Math.round(performance.now() - started),
+    };
+    return client;
+  }
+
+  /** Drops a client whose transport is broken, so that the next use reconnects. */
+  async reset(client: Client): Promise<void> {
+    if (this.#client === client) this.#client = undefined;
+    await client.close().catch(() => {});
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    const client = this.#client ?? await this.#connecting?.catch(() => undefined);
+    this.#client = undefined;
+    await client?.close().catch(() => {});
+  }
+}
+
+function describeConnectError(error: Error, config: UpstreamServerConfig): string {
+  const message = error.message || String(error);
+  if (config.transport === "stdio" && /ENOENT|NotFound|not found|No such file/i.test(message)) {
+    return `command "${config.command}" was not found (check "command" in ${config.source})`;
+  }
+  if (/Connection closed|closed/i.test(message) && config.transport === "stdio") {
+    return `the process exited during start-up (${message}); run "${
+      [config.command, ...(config.args ?? [])].join(" ")
+    }" by hand to see why`;
+  }
+  return message;
+}
+
+/**
+ * The set of upstream connections. Each server is connected on first use; a failure affects
+ * only that server.
+ */
+export class UpstreamPool {
+  #connections = new Map<string, UpstreamConnection>();
+  #options: ResolvedPoolOptions;
+
+  /**
+   * @param servers The configured servers.
+   * @param options Logging, timeouts and change notification.
+   */
+  constructor(servers: UpstreamServerConfig[], options: UpstreamPoolOptions) {
+    this.#options = {
+      connectTimeoutMs: 30_000,
+      callTimeoutMs: 60_000,
+      ...options,
+    };
+    for (const server of servers) {
+      this.#connections.set(server.name, new UpstreamConnection(server, this.#options));
+    }
+  }
+
+  /** Names of the configured servers, sorted. */
+  get names(): string[] {
+    return [...this.#connections.keys()].sort();
+  }
+
+  /**
+   * Returns a server's configuration.
+   *
+   * @param name The server name.
+   * @returns Its configuration, or undefined when there is no such server.
+   */
+  config(name: string): UpstreamServerConfig | undefined {
+    return this.#connections.get(name)?.config;
+  }
+
+  /** The status of every server, sorted by name. */
+  statuses(): UpstreamStatus[] {
+    return this.names.map((name) => this.#connections.get(name)!.status);
+  }
+
+  #get(name: string): UpstreamConnection {
+    const connection = this.#connections.get(name);
+    if (!connection) throw new Error(`No MCP server named "${name}" is configured`);
+    return connection;
+  }
+
+  /**
+   * Lists one server's tools, connecting first if needed.
+   *
+   * @param name The server name.
+   * @returns Its tools.
+   * @throws {Error} When the server cannot be reached.
+   */
+  async listTools(name: string): Promise<UpstreamTool[]> {
+    const connection = this.#get(name);
+    const client = await connection.client();
+    try {
+      const { tools } = await client.listTools(undefined, {
+        timeout: this.#options.connectTimeoutMs,
+      });
+      return tools.map((tool) => ({
+        name: tool.name,
+        description: tool.description,
+        inputSchema: tool.inputSchema as Record<string, unknown>,
+        outputSchema: tool.outputSchema as Record<string, unknown> | undefined,
+      }));
+    } catch (error) {
+      await connection.reset(client);
+      throw new Error(`Cannot list the tools of "${name}": ${(error as Error).message}`);
+    }
+  }
+
+  /**
+   * Lists one server's tools exactly as the server sends them (for measuring their size).
+   *
+   * @param name The server name.
+   * @returns The `tools/list` result.
+   */
+  async listToolsRaw(name: string): Promise<Record<string, unknown>> {
+    const client = await this.#get(name).client();
+    return await client.listTools(undefined, { timeout: this.#options.connectTimeoutMs }) as Record<
+      string,
+      unknown
+    >;
+  }
+
+  /**
+   * Calls a tool on a server.
+   *
+   * @param server The server name.
+   * @param tool The tool name, verbatim.
+   * @param args The arguments, already validated.
+   * @param options Timeout and cancellation.
+   * @returns The upstream result.
+   * @throws {Error} When the server is unreachable, the call times out or the connection breaks.
+   */
+  async callTool(
+    server: string,
+    tool: string,
+    args: Record<string, unknown>,
+    options: { timeoutMs?: number; signal?: AbortSignal } = {},
+  ): Promise<UpstreamCallResult> {
+    const connection = this.#get(server);
+    const client = await connection.client();
+    const timeout = options.timeoutMs ?? connection.config.timeoutMs ?? this.#options.callTimeoutMs;
+    try {
+      const result = await client.callTool({ name: tool, arguments: args }, {
+        timeout,
+        signal: options.signal,
+      });
+      return result as unknown as UpstreamCallResult;
+    } catch (error) {
+      const message = (error as Error).message ?? String(error);
+      if (/timed out|timeout/i.test(message)) {
+        throw new Error(`"${server}" did not answer within ${timeout} ms`);
+      }
+      if (options.signal?.aborted) throw new Error("The call was cancelled");
+      if (/closed|not connected|EPIPE|ECONNRESET|terminated/i.test(message)) {
+        await connection.reset(client);
+        throw new Error(
+          `The connection to "${server}" broke during the call (${message}); it reconnects on next use`,
+        );
+      }
+      throw error;
+    }
+  }
+
+  /** Closes every connection (stdio servers are terminated). */
+  async close(): Promise<void> {
+    await Promise.all([...this.#connections.values()].map((c) => c.close()));
+  }
+}
