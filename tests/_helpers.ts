@@ -6,10 +6,11 @@
 import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { ExecutionResult } from "../src/exec/result.ts";
 
 /** The repository root. */
-export const ROOT = new URL("..", import.meta.url).pathname;
+export const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 /** A running `deno task start` with a connected client. */
 export interface ServerHarness {

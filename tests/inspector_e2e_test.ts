@@ -1,0 +1,146 @@
+/**
+ * End to end through a third-party client: the MCP Inspector CLI from npm launches
+ * `deno task --quiet start` in the repository root and talks to it over stdio.
+ *
+ * The Inspector runs with `npx` on the machine's Node. Its package.json asks for Node
+ * >= 22.19, but its CLI works on Node 20; `deno run npm:@modelcontextprotocol/inspector` is
+ * not an option because Deno fails to resolve one of its optional dependencies
+ * (`napi-windows-process-start-time`). `.ci/run` pre-fetches the same version into the npx
+ * cache, so `--prefer-offline` keeps this test off the network there.
+ *
+ * @module
+ */
+import { assert, assertEquals } from "./_assert.ts";
+import { eventually, leftovers, ROOT } from "./_helpers.ts";
+
+/** The pinned Inspector; `.ci/run` reads this line to pre-fetch the same version. */
+const INSPECTOR = "@modelcontextprotocol/inspector@2.12.0";
+
+/** Generous: the first run may download the Inspector and its dependencies from npm. */
+const INSPECTOR_TIMEOUT_MS = 180_000;
+
+interface InspectorRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs the Inspector CLI against a freshly started server and waits for it to exit.
+ *
+ * @param tempDir The server's TMPDIR, where its workspaces go.
+ * @param methodArgs `--method ...` and its options.
+ * @returns The exit code and output of the Inspector.
+ */
+async function inspect(tempDir: string, methodArgs: string[]): Promise<InspectorRun> {
+  // The Inspector gives the server only PATH, HOME and a few other variables; the rest goes
+  // through -e.
+  const serverEnv = ["-e", `TMPDIR=${tempDir}`, "-e", "CODE_EXECUTOR_LOG_LEVEL=warn"];
+  const denoDir = Deno.env.get("DENO_DIR");
+  if (denoDir) serverEnv.push("-e", `DENO_DIR=${denoDir}`);
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), INSPECTOR_TIMEOUT_MS);
+  try {
+    const output = await new Deno.Command("npx", {
+      args: [
+        "--yes",
+        "--prefer-offline",
+        INSPECTOR,
+        "--cli",
+        ...serverEnv,
+        "--cwd",
+        ROOT,
+        Deno.execPath(),
+        "task",
+        "--quiet",
+        "start",
+        ...methodArgs,
+      ],
+      // Not the repository: npx must not mistake it for an npm project.
+      cwd: tempDir,
+      env: { NO_COLOR: "1", npm_config_update_notifier: "false", npm_config_fund: "false" },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+      signal: abort.signal,
+    }).output();
+    const decoder = new TextDecoder();
+    return {
+      code: output.code,
+      stdout: decoder.decode(output.stdout),
+      stderr: decoder.decode(output.stderr),
+    };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Parses the Inspector's JSON result, failing with its output when it did not succeed.
+ *
+ * @param run The Inspector run.
+ * @returns The parsed MCP result.
+ */
+function parseResult(run: InspectorRun): Record<string, unknown> {
+  const context = `exit code ${run.code}\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`;
+  assertEquals(run.code, 0, `the Inspector failed: ${context}`);
+  try {
+    return JSON.parse(run.stdout);
+  } catch {
+    throw new SyntaxError(`The Inspector printed no JSON result: ${context}`);
+  }
+}
+
+/**
+ * Runs `body` with a private TMPDIR for the server and checks that the server removed every
+ * workspace it created there.
+ */
+async function withTempDir(body: (tempDir: string) => Promise<void>): Promise<void> {
+  const tempDir = await Deno.makeTempDir({ prefix: "ce-inspector-" });
+  try {
+    await body(tempDir);
+    const clean = await eventually(async () =>
+      !(await leftovers(tempDir)).some((name) => name.startsWith("code-executor-"))
+    );
+    assert(clean, `workspaces left behind: ${(await leftovers(tempDir)).join(", ")}`);
+  } finally {
+    await Deno.remove(tempDir, { recursive: true }).catch(() => {});
+  }
+}
+
+Deno.test("MCP Inspector CLI lists run_typescript with tools/list", async () => {
+  await withTempDir(async (tempDir) => {
+    const result = parseResult(await inspect(tempDir, ["--method", "tools/list"]));
+    const tools = result.tools as { name: string; inputSchema: { required?: string[] } }[];
+    const names = tools.map((tool) => tool.name);
+    assert(names.includes("run_typescript"), `tools/list returned ${JSON.stringify(names)}`);
+    const runTypescript = tools.find((tool) => tool.name === "run_typescript")!;
+    assertEquals(runTypescript.inputSchema.required, ["code"]);
+  });
+});
+
+Deno.test("MCP Inspector CLI runs code with tools/call run_typescript", async () => {
+  await withTempDir(async (tempDir) => {
+    const result = parseResult(
+      await inspect(tempDir, [
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "run_typescript",
+        "--tool-arg",
+        'code=console.log("from inspector"); return 6*7',
+      ]),
+    );
+    assertEquals(result.isError, false, JSON.stringify(result));
+    const structured = result.structuredContent as Record<string, unknown>;
+    assertEquals(structured.ok, true);
+    assertEquals(structured.stdout, "from inspector\n");
+    assertEquals(structured.returnValue, 42);
+    const text = (result.content as { type: string; text?: string }[])
+      .filter((block) => block.type === "text")
+      .map((block) => block.text)
+      .join("\n");
+    assert(text.includes("from inspector"), `text content: ${text}`);
+    assert(text.includes("42"), `text content: ${text}`);
+  });
+});
