@@ -73,7 +73,14 @@ export async function startServer(options: StartServerOptions = {}): Promise<Ser
     (chunk: Uint8Array) => stderrChunks.push(new TextDecoder().decode(chunk)),
   );
   const client = new Client({ name: "code-executor-tests", version: "1.0.0" });
-  await client.connect(transport);
+  try {
+    await client.connect(transport);
+  } catch (error) {
+    await Deno.remove(tempDir, { recursive: true }).catch(() => {});
+    throw new Error(
+      `Cannot start the server: ${(error as Error).message}\n${stderrChunks.join("")}`,
+    );
+  }
   return {
     client,
     tempDir,

@@ -192,7 +192,18 @@ Deno.test("Executor warm pool serves runs and is cleaned up on close", async () 
     assertEquals(executor.pool.idle, 2);
     const result = await executor.runTypescript("return Deno.cwd()");
     assertEquals(result.ok, true);
+    assertEquals(executor.pool.idle, 1);
+    await executor.idle();
     await executor.pool.settled();
     assertEquals(executor.pool.idle, 2);
+  });
+});
+
+Deno.test("Executor.runTypescript() reports a missing deno executable as a clear error", async () => {
+  await withExecutor({ sandbox: { denoPath: "/nonexistent/deno" } }, async (executor) => {
+    const result = await executor.runTypescript("return 1");
+    assertEquals(result.ok, false);
+    assertEquals(result.error?.type, "SandboxStartError");
+    assertMatch(result.error?.message ?? "", /sandbox\.denoPath/);
   });
 });

@@ -251,7 +251,13 @@ export class Executor {
       return await this.#runTypescript(code, options);
     } catch (error) {
       if (error instanceof ExecutionRefusedError) return error.toResult();
-      throw error;
+      this.#log.error(`Execution failed inside the server: ${(error as Error).stack ?? error}`);
+      return new ExecutionRefusedError(
+        "SandboxStartError",
+        `Cannot run the code: ${
+          (error as Error).message
+        }; check sandbox.denoPath (DENO_PATH) and the server log`,
+      ).toResult();
     }
   }
 
@@ -316,6 +322,7 @@ export class Executor {
   #retire(child: TsChild): void {
     const job = child.dispose()
       .then(() => scrubEmitCache(this.#base.denoDir))
+      .then(() => this.#pool.fill())
       .finally(() => {
         this.#active.delete(child);
         this.#disposing.delete(job);

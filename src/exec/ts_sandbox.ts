@@ -403,9 +403,12 @@ export class TsChild {
     const how = status.signal
       ? `was killed by ${status.signal}`
       : `exited with code ${status.code}`;
+    const last = stderr.trim().split("\n").filter((line) => line.trim()).at(-1)?.trim();
     return {
       type: "SandboxCrash",
-      message: `The sandbox process ${how} before reporting a result`,
+      message: `The sandbox process ${how} before reporting a result${
+        last ? `: ${last.slice(0, 500)}` : ""
+      }`,
     };
   }
 

@@ -46,14 +46,15 @@ export class WarmPool<T extends PooledChild> {
   }
 
   /**
-   * Hands out an idle child, if there is one, and starts a refill.
+   * Hands out an idle child, if there is one. The caller refills the pool with
+   * {@linkcode WarmPool.fill} once its run is over, so that starting a new child does not
+   * compete for the CPU with the run it is replacing.
    *
    * @returns A child that has not run anything, or undefined.
    */
   take(): T | undefined {
     let child: T | undefined;
     while ((child = this.#idle.shift()) && child.exited) void child.dispose();
-    this.fill();
     return child;
   }
 
