@@ -93,9 +93,12 @@ export async function doctor(options: DoctorOptions): Promise<number> {
     });
     try {
       const own = countTokens(JSON.stringify(await listOwnTools({ executor, hub })));
-      const saved = upstreamTokens > 0
-        ? ` (${Math.round((1 - own / upstreamTokens) * 100)}% saved)`
-        : "";
+      const ratio = Math.round((1 - own / Math.max(1, upstreamTokens)) * 100);
+      const saved = upstreamTokens === 0
+        ? ""
+        : ratio >= 0
+        ? ` (${ratio}% saved)`
+        : " (ours is larger)";
       write(
         `\nTokens (o200k): our tools/list ${own}; the upstream tools/lists ${upstreamTokens}${saved}\n`,
       );

@@ -120,7 +120,7 @@ export class ToolBridge {
       case "discover": {
         const search = typeof frame.search === "string" ? frame.search : "";
         const server = typeof frame.server === "string" ? frame.server : undefined;
-        const found = await catalog.search(search, { server, limit: 1000 });
+        const found = await catalog.search(search, { server, limit: Infinity });
         return found.filter((e) => !this.#policy.check(e.fullName)).map((e) => ({
           name: e.fullName,
           server: e.server,
@@ -132,8 +132,10 @@ export class ToolBridge {
         const limit = typeof frame.limit === "number" && frame.limit > 0
           ? Math.min(frame.limit, 100)
           : 10;
-        const found = await catalog.search(str(frame.query, "The query"), { limit });
-        return found.filter((e) => !this.#policy.check(e.fullName)).map((e) => ({
+        // Refused tools are dropped after ranking, so rank them all and cut afterwards.
+        const found = (await catalog.search(str(frame.query, "The query"), { limit: Infinity }))
+          .filter((e) => !this.#policy.check(e.fullName)).slice(0, limit);
+        return found.map((e) => ({
           name: e.fullName,
           description: e.description ?? "",
           signature: toolSignature(e),

@@ -71,7 +71,9 @@ export class ToolPolicy {
     if (this.#requested && !this.#requested.some(([, re]) => re.test(fullName))) {
       return `Cannot call tool "${fullName}": it is not in allowedTools (${
         this.#requested.map(([g]) => g).join(", ") || "empty"
-      }); add it, or a glob such as "${fullName.replace(/__[^_]*$/, "__*")}", to allowedTools`;
+      }); add it, or a glob such as "${
+        fullName.replace(/^(mcp__.*?__).*$/s, "$1*")
+      }", to allowedTools`;
     }
     return undefined;
   }

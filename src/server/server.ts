@@ -7,6 +7,7 @@ import { McpServer } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import type { Executor } from "../exec/executor.ts";
 import { type ExecutionResult, renderResult } from "../exec/result.ts";
+import { ToolPolicy } from "../policy/tool_policy.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { toolSignature } from "../upstream/signatures.ts";
 import { SERVER_VERSION } from "../version.ts";
@@ -105,12 +106,17 @@ function toToolResult(result: ExecutionResult) {
 
 async function searchToolsText(
   hub: Hub | undefined,
+  policy: ToolPolicy,
   query: string,
   limit: number,
   detail: "names" | "signatures" | "schemas",
 ): Promise<string> {
   if (!hub || hub.pool.names.length === 0) return "No MCP servers are configured.";
-  const found = await hub.catalog.search(query, { limit });
+  // Tools the admin refuses are left out: every run would refuse them. They are dropped after
+  // ranking, so ask for all of them and cut afterwards.
+  const found = (await hub.catalog.search(query, { limit: Number.MAX_SAFE_INTEGER }))
+    .filter((entry) => policy.check(entry.fullName) === undefined)
+    .slice(0, limit);
   const unavailable = hub.catalog.summary().filter((s) => s.error)
     .map((s) => `// ${s.error}`);
   if (found.length === 0) {
@@ -144,6 +150,8 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
       "Write a short program instead of calling many tools: run_typescript runs it in a sandbox and returns only what it prints.",
   });
 
+  const adminPolicy = new ToolPolicy(deps.executor.settings.tools);
+
   const runTypescript = server.registerTool("run_typescript", {
     title: "Run TypeScript",
     description: RUN_TYPESCRIPT_DESCRIPTION + describeServers(deps.hub),
@@ -175,6 +183,7 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
   }, async (args) => {
     const text = await searchToolsText(
       deps.hub,
+      adminPolicy,
       args.query,
       args.limit ?? 10,
       args.detail ?? "signatures",

@@ -7,6 +7,7 @@
  */
 import {
   Client,
+  ProtocolError,
   SSEClientTransport,
   StreamableHTTPClientTransport,
   type Transport,
@@ -392,7 +393,10 @@ export class UpstreamPool {
         throw new Error(`"${server}" did not answer within ${timeout} ms`);
       }
       if (options.signal?.aborted) throw new Error("The call was cancelled");
-      if (/closed|not connected|EPIPE|ECONNRESET|terminated/i.test(message)) {
+      // A JSON-RPC error is the server's answer. Anything else is the transport failing: a dead
+      // process, a refused connection, or an HTTP session that a restarted server no longer
+      // knows; only a new connection recovers from those.
+      if (!(error instanceof ProtocolError)) {
         await connection.reset(client);
         throw new Error(
           `The connection to "${server}" broke during the call (${message}); it reconnects on next use`,

@@ -1,0 +1,296 @@
+/**
+ * Where the Pyodide package lives on disk, and the memory snapshot that lets a Python child boot
+ * in a fraction of a cold load.
+ *
+ * @module
+ */
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Logger } from "../log.ts";
+
+/** The pinned version of the npm package `pyodide` (Python 3.14, standard library only). */
+export const PYODIDE_VERSION = "314.0.7";
+
+/** The files a Python child reads from the package. */
+const PACKAGE_FILES = [
+  "pyodide.mjs",
+  "pyodide.asm.mjs",
+  "pyodide.asm.wasm",
+  "python_stdlib.zip",
+  "pyodide-lock.json",
+];
+
+/** Options of {@linkcode findPyodideDir} and {@linkcode pyodideCandidates}. */
+export interface FindPyodideOptions {
+  /** The package version to accept; {@linkcode PYODIDE_VERSION} when omitted. */
+  version?: string;
+  /** Directories whose `node_modules` may hold the package; the repository root by default. */
+  projectRoots?: string[];
+  /** Deno's cache directory; `DENO_DIR` or the platform default when omitted. */
+  denoDir?: string;
+}
+
+function env(name: string): string | undefined {
+  try {
+    return Deno.env.get(name);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Returns Deno's default cache directory, where `npm:` packages are stored when a project has no
+ * `node_modules` directory.
+ *
+ * @returns An absolute path, or undefined when no home directory is known.
+ */
+export function defaultDenoDir(): string | undefined {
+  const configured = env("DENO_DIR");
+  if (configured) return configured;
+  const home = env("HOME") ?? env("USERPROFILE");
+  switch (Deno.build.os) {
+    case "darwin":
+      return home ? join(home, "Library", "Caches", "deno") : undefined;
+    case "windows": {
+      const local = env("LOCALAPPDATA");
+      return local ? join(local, "deno") : undefined;
+    }
+    default: {
+      const xdg = env("XDG_CACHE_HOME");
+      if (xdg) return join(xdg, "deno");
+      return home ? join(home, ".cache", "deno") : undefined;
+    }
+  }
+}
+
+/**
+ * Lists the directories where the package may be, most specific first: a project's
+ * `node_modules` (as `deno install` lays it out with `nodeModulesDir`), then Deno's npm cache.
+ *
+ * @param options Version and places to look.
+ * @returns Candidate package directories; they may not exist.
+ */
+export function pyodideCandidates(options: FindPyodideOptions = {}): string[] {
+  const version = options.version ?? PYODIDE_VERSION;
+  const roots = options.projectRoots ??
+    [fileURLToPath(new URL("../../", import.meta.url)), Deno.cwd()];
+  const out: string[] = [];
+  for (const root of roots) {
+    out.push(join(root, "node_modules", ".deno", `pyodide@${version}`, "node_modules", "pyodide"));
+    out.push(join(root, "node_modules", "pyodide"));
+  }
+  const denoDir = options.denoDir ?? defaultDenoDir();
+  if (denoDir) out.push(join(denoDir, "npm", "registry.npmjs.org", "pyodide", version));
+  return [...new Set(out)];
+}
+
+/**
+ * Checks that a directory holds the complete package at the given version.
+ *
+ * @param dir The directory.
+ * @param version The version its `package.json` must name.
+ * @returns Whether it does.
+ */
+export async function isPyodideDir(dir: string, version = PYODIDE_VERSION): Promise<boolean> {
+  try {
+    const meta = JSON.parse(await Deno.readTextFile(join(dir, "package.json")));
+    if (meta?.name !== "pyodide" || meta?.version !== version) return false;
+    for (const file of PACKAGE_FILES) {
+      if (!(await Deno.stat(join(dir, file))).isFile) return false;
+    }
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Finds the Pyodide package on disk. The child is allowed to read exactly this directory, so the
+ * result is the real path (symlinks resolved).
+ *
+ * @param options Version and places to look.
+ * @returns The package directory.
+ * @throws {Deno.errors.NotFound} When no candidate holds the package.
+ */
+export async function findPyodideDir(options: FindPyodideOptions = {}): Promise<string> {
+  const version = options.version ?? PYODIDE_VERSION;
+  const candidates = pyodideCandidates(options);
+  for (const dir of candidates) {
+    if (await isPyodideDir(dir, version)) return await Deno.realPath(dir);
+  }
+  throw new Deno.errors.NotFound(
+    `Cannot find the Pyodide package (npm:pyodide@${version}): run "deno install" in the project, or "deno cache npm:pyodide@${version}"; looked in ${
+      candidates.join(", ")
+    }`,
+  );
+}
+
+/** Options of {@linkcode buildPyodideSnapshot} and {@linkcode ensurePyodideSnapshot}. */
+export interface SnapshotOptions {
+  /** The `deno` executable. */
+  denoPath: string;
+  /** Path of `sandbox/py_host.ts`. */
+  hostPath: string;
+  /** Path of `sandbox/py_worker.ts`; its text (the prelude) is part of the snapshot's key. */
+  workerPath: string;
+  /** The Pyodide package directory, from {@linkcode findPyodideDir}. */
+  pyodideDir: string;
+  /** Directory the snapshot is written to; the builder may write nothing else. */
+  cacheDir: string;
+  /** Deno's cache directory for children. */
+  denoDir: string;
+  /** Where to report a failed build. */
+  log: Logger;
+  /** How long the build may take; 120 s by default. */
+  timeoutMs?: number;
+}
+
+/** What a build produced. */
+export interface SnapshotBuild {
+  /** The snapshot file. */
+  path: string;
+  /** Its size. */
+  bytes: number;
+  /** Time the builder spent booting Pyodide, running the prelude and taking the snapshot. */
+  bootMs: number;
+  /** Wall-clock time of the whole build, process start included. */
+  totalMs: number;
+}
+
+async function sha256(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * Returns the snapshot's file name for this Pyodide version, Deno version and prelude: a change
+ * to any of them makes a new snapshot.
+ *
+ * @param options The locations.
+ * @returns The path, which may not exist yet.
+ */
+export async function snapshotPath(
+  options: Pick<SnapshotOptions, "workerPath" | "pyodideDir" | "cacheDir">,
+): Promise<string> {
+  const meta = JSON.parse(await Deno.readTextFile(join(options.pyodideDir, "package.json")));
+  const worker = await Deno.readTextFile(options.workerPath);
+  const hash = await sha256(`${meta.version}\0${Deno.version.deno}\0${worker}`);
+  return join(options.cacheDir, `pyodide-${meta.version}-${hash.slice(0, 16)}.snapshot`);
+}
+
+/**
+ * Builds the memory snapshot in a short-lived child that may write only to the cache directory.
+ *
+ * @param options The locations.
+ * @returns The build.
+ * @throws {Error} When the child fails or takes longer than `timeoutMs`.
+ */
+export async function buildPyodideSnapshot(options: SnapshotOptions): Promise<SnapshotBuild> {
+  const started = performance.now();
+  await Deno.mkdir(options.cacheDir, { recursive: true });
+  const path = await snapshotPath(options);
+  const nonce = crypto.randomUUID();
+  const read = [options.pyodideDir, options.workerPath, options.cacheDir];
+  const process = new Deno.Command(options.denoPath, {
+    args: [
+      "run",
+      "--unstable-worker-options",
+      "--no-prompt",
+      "--no-config",
+      "--no-lock",
+      "--no-npm",
+      "--no-remote",
+      "--cached-only",
+      `--allow-read=${read.join(",")}`,
+      `--allow-write=${options.cacheDir}`,
+      options.hostPath,
+    ],
+    cwd: options.cacheDir,
+    clearEnv: true,
+    env: { DENO_DIR: options.denoDir, NO_COLOR: "1", DENO_NO_UPDATE_CHECK: "1" },
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const timer = setTimeout(() => {
+    try {
+      process.kill("SIGKILL");
+    } catch {
+      // Already gone.
+    }
+  }, options.timeoutMs ?? 120_000);
+  try {
+    const writer = process.stdin.getWriter();
+    await writer.write(new TextEncoder().encode(
+      JSON.stringify({
+        t: "init",
+        nonce,
+        mode: "snapshot",
+        indexDir: options.pyodideDir,
+        workerPath: options.workerPath,
+        snapshotOut: path,
+      }) + "\n",
+    ));
+    await writer.close().catch(() => {});
+    const output = await process.output();
+    const lines = new TextDecoder().decode(output.stdout).split("\n");
+    for (const line of lines) {
+      if (!line.startsWith(`${nonce} `)) continue;
+      const frame = JSON.parse(line.slice(nonce.length + 1));
+      if (frame.t === "snapshot") {
+        return {
+          path,
+          bytes: frame.bytes,
+          bootMs: frame.bootMs,
+          totalMs: Math.round(performance.now() - started),
+        };
+      }
+      if (frame.t === "fatal") {
+        throw new Error(`Cannot build the Pyodide snapshot: ${frame.message}`);
+      }
+    }
+    const stderr = new TextDecoder().decode(output.stderr).trim().split("\n").at(-1) ?? "";
+    const how = output.signal ? `was killed by ${output.signal}` : `exited with ${output.code}`;
+    throw new Error(
+      `Cannot build the Pyodide snapshot: the builder ${how}${stderr ? `: ${stderr}` : ""}`,
+    );
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const builds = new Map<string, Promise<string | undefined>>();
+
+/**
+ * Returns the snapshot file, building it on first use. A failed build is logged once and
+ * children then boot without a snapshot (slower, same behaviour).
+ *
+ * @param options The locations.
+ * @returns The snapshot's path, or undefined when there is none.
+ */
+export function ensurePyodideSnapshot(options: SnapshotOptions): Promise<string | undefined> {
+  const key = `${options.cacheDir}\0${options.workerPath}\0${options.pyodideDir}`;
+  let build = builds.get(key);
+  if (!build) {
+    build = (async () => {
+      try {
+        const path = await snapshotPath(options);
+        if (await Deno.stat(path).then((s) => s.isFile && s.size > 0, () => false)) return path;
+        const made = await buildPyodideSnapshot(options);
+        options.log.debug(
+          `Built the Pyodide snapshot ${made.path} (${made.bytes} bytes) in ${made.totalMs} ms`,
+        );
+        return made.path;
+      } catch (error) {
+        options.log.warn(
+          `Python children will boot without a memory snapshot (slower): ${
+            (error as Error).message
+          }`,
+        );
+        return undefined;
+      }
+    })();
+    builds.set(key, build);
+  }
+  return build;
+}
