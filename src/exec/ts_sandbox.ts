@@ -7,8 +7,10 @@
 import { join } from "node:path";
 import type { Logger } from "../log.ts";
 import type { ExecutionErrorInfo, ExecutionResult } from "./result.ts";
-import { FrameReader, OutputCapture } from "./frames.ts";
+import { type RunLimits, SandboxProcess } from "./sandbox_process.ts";
 import type { WrappedSource } from "./ts_source.ts";
+
+export type { RunLimits } from "./sandbox_process.ts";
 
 /** What a child may do beyond its own workspace, and where it lives. */
 export interface TsChildOptions {
@@ -18,7 +20,7 @@ export interface TsChildOptions {
   runnerPath: string;
   /** Directory under which the child's private directory is created. */
   tempRoot: string;
-  /** Deno's cache directory for children, prepared by {@linkcode prepareDenoDir}. */
+  /** Deno's cache directory for children (see {@linkcode scrubEmitCache}). */
   denoDir: string;
   /** Load the module loader before the code arrives (for children that wait in the pool). */
   preload?: boolean;
@@ -34,24 +36,6 @@ export interface TsChildOptions {
   log: Logger;
 }
 
-/** Limits of one run. */
-export interface RunLimits {
-  /** Wall-clock limit; the child is SIGKILLed at the deadline. */
-  timeoutMs: number;
-  /** The limit to name in the timeout error, when it differs (time spent before the run). */
-  reportedTimeoutMs?: number;
-  /** Cap per captured stream; reaching it stops the run. */
-  maxOutputBytes: number;
-  /** Aborting this kills the run (client cancellation, shutdown). */
-  signal?: AbortSignal;
-  /** Answers the code's requests (tool calls, discovery); without it they fail. */
-  onRequest?: (frame: Record<string, unknown>) => Promise<object>;
-}
-
-const RSS_POLL_MS = 25;
-const EXIT_GRACE_MS = 100;
-const MAX_FRAME_BYTES = 8 * 1024 * 1024;
-
 /**
  * Removes what Deno cached of sandbox code. Deno caches the JavaScript it emits for every
  * TypeScript module under `gen/data/` for `data:` modules, which would keep the model's code on
@@ -62,23 +46,6 @@ const MAX_FRAME_BYTES = 8 * 1024 * 1024;
  */
 export async function scrubEmitCache(denoDir: string): Promise<void> {
   await Deno.remove(join(denoDir, "gen", "data"), { recursive: true }).catch(() => {});
-}
-
-/** The directory prefix of every child's private directory, followed by the host's pid. */
-export const CHILD_DIR_PREFIX = "code-executor-";
-
-function randomNonce(): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(18));
-  return btoa(String.fromCharCode(...bytes)).replace(/[+/=]/g, "x");
-}
-
-async function residentMb(pid: number): Promise<number | undefined> {
-  try {
-    const statm = await Deno.readTextFile(`/proc/${pid}/statm`);
-    return (Number(statm.split(" ")[1]) * 4096) / (1024 * 1024);
-  } catch {
-    return undefined;
-  }
 }
 
 const DATA_URL_POSITION = /data:application\/typescript;base64,[A-Za-z0-9+/=.]*:(\d+):(\d+)/g;
@@ -139,40 +106,14 @@ export function cleanError(error: ExecutionErrorInfo, lineOffset: number): Execu
  * ```
  */
 export class TsChild {
-  #process: Deno.ChildProcess;
-  #dir: string;
-  #log: Logger;
-  #memoryMb: number;
-  #frames: FrameReader;
-  #stdin: WritableStreamDefaultWriter<Uint8Array>;
-  #status: Promise<Deno.CommandStatus>;
-  #exited = false;
-  #used = false;
-  #disposed = false;
-  #stderr: OutputCapture | undefined;
-  #onStderrOverflow: (() => void) | undefined;
-  #stderrDone: Promise<void>;
+  #process: SandboxProcess;
   #ready: Promise<boolean>;
+  #used = false;
 
-  private constructor(
-    process: Deno.ChildProcess,
-    dir: string,
-    nonce: string,
-    opts: TsChildOptions,
-  ) {
+  private constructor(process: SandboxProcess, preload: boolean) {
     this.#process = process;
-    this.#dir = dir;
-    this.#log = opts.log;
-    this.#memoryMb = opts.memoryMb;
-    this.#frames = new FrameReader(process.stdout, nonce, MAX_FRAME_BYTES);
-    this.#stdin = process.stdin.getWriter();
-    this.#status = process.status.then((status) => {
-      this.#exited = true;
-      return status;
-    });
-    this.#stderrDone = this.#pumpStderr();
-    this.#ready = this.#frames.next().then((frame) => frame?.t === "ready", () => false);
-    this.#send({ t: "init", nonce, preload: opts.preload === true }).catch(() => {});
+    this.#ready = process.next().then((frame) => frame?.t === "ready", () => false);
+    process.send({ t: "init", nonce: process.nonce, preload }).catch(() => {});
   }
 
   /**
@@ -183,44 +124,28 @@ export class TsChild {
    * @throws {Deno.errors.NotFound} When the `deno` executable cannot be found.
    */
   static async spawn(opts: TsChildOptions): Promise<TsChild> {
-    const dir = await Deno.makeTempDir({
-      dir: opts.tempRoot,
-      prefix: `${CHILD_DIR_PREFIX}${Deno.pid}-`,
+    const process = await SandboxProcess.start({
+      ...opts,
+      args: ({ workspace }) => {
+        const args = [
+          "run",
+          "--no-prompt",
+          "--no-config",
+          "--no-lock",
+          "--no-npm",
+          "--no-remote",
+          "--cached-only",
+          "--no-code-cache",
+          `--allow-read=${[workspace, ...(opts.read ?? [])].join(",")}`,
+          `--allow-write=${[workspace, ...(opts.write ?? [])].join(",")}`,
+          `--v8-flags=--max-old-space-size=${opts.memoryMb}`,
+        ];
+        if (opts.net && opts.net.length > 0) args.push(`--allow-net=${opts.net.join(",")}`);
+        args.push(opts.runnerPath);
+        return args;
+      },
     });
-    try {
-      const workspace = join(dir, "ws");
-      await Deno.mkdir(workspace, { mode: 0o700 });
-      const read = [workspace, ...(opts.read ?? [])];
-      const write = [workspace, ...(opts.write ?? [])];
-      const args = [
-        "run",
-        "--no-prompt",
-        "--no-config",
-        "--no-lock",
-        "--no-npm",
-        "--no-remote",
-        "--cached-only",
-        "--no-code-cache",
-        `--allow-read=${read.join(",")}`,
-        `--allow-write=${write.join(",")}`,
-        `--v8-flags=--max-old-space-size=${opts.memoryMb}`,
-      ];
-      if (opts.net && opts.net.length > 0) args.push(`--allow-net=${opts.net.join(",")}`);
-      args.push(opts.runnerPath);
-      const process = new Deno.Command(opts.denoPath, {
-        args,
-        cwd: workspace,
-        clearEnv: true,
-        env: { DENO_DIR: opts.denoDir, NO_COLOR: "1", DENO_NO_UPDATE_CHECK: "1" },
-        stdin: "piped",
-        stdout: "piped",
-        stderr: "piped",
-      }).spawn();
-      return new TsChild(process, dir, randomNonce(), opts);
-    } catch (error) {
-      await Deno.remove(dir, { recursive: true }).catch(() => {});
-      throw error;
-    }
+    return new TsChild(process, opts.preload === true);
   }
 
   /** The child's process id. */
@@ -235,208 +160,31 @@ export class TsChild {
 
   /** Whether the child process has exited. */
   get exited(): boolean {
-    return this.#exited;
-  }
-
-  async #send(frame: Record<string, unknown>): Promise<void> {
-    await this.#stdin.write(new TextEncoder().encode(JSON.stringify(frame) + "\n"));
-  }
-
-  async #pumpStderr(): Promise<void> {
-    const decoder = new TextDecoder();
-    try {
-      for await (const chunk of this.#process.stderr) {
-        const text = decoder.decode(chunk, { stream: true });
-        if (this.#stderr) {
-          if (!this.#stderr.add(text)) this.#onStderrOverflow?.();
-        } else this.#log.debug(`sandbox ${this.#process.pid} stderr: ${text.trimEnd()}`);
-      }
-    } catch {
-      // The pipe closes when the child dies; nothing more to read.
-    }
-  }
-
-  #kill(): void {
-    if (this.#exited) return;
-    try {
-      this.#process.kill("SIGKILL");
-    } catch {
-      // Already gone.
-    }
+    return this.#process.exited;
   }
 
   /**
    * Runs wrapped code once. A child runs at most one execution.
    *
    * @param wrapped Output of `wrapTypescript`.
-   * @param limits Time, output and cancellation.
+   * @param limits Time, output, requests and cancellation.
    * @returns The result; limits and crashes are reported in it, never thrown.
+   * @throws {Error} When the child has already run code.
    */
   async run(wrapped: WrappedSource, limits: RunLimits): Promise<ExecutionResult> {
     if (this.#used) throw new Error("Cannot run code in a sandbox child twice: it is single-use");
     this.#used = true;
-    const started = performance.now();
-    const stdout = new OutputCapture(limits.maxOutputBytes);
-    const stderr = new OutputCapture(limits.maxOutputBytes);
-    this.#stderr = stderr;
-    let failure: ExecutionErrorInfo | undefined;
-    let result: { ok: boolean; value?: unknown; error?: ExecutionErrorInfo } | undefined;
-
-    const stop = (error: ExecutionErrorInfo) => {
-      failure ??= error;
-      this.#kill();
-    };
-    const timer = setTimeout(() =>
-      stop({
-        type: "TimeoutError",
-        message: `Execution timed out after ${
-          limits.reportedTimeoutMs ?? limits.timeoutMs
-        } ms: pass a larger timeoutMs (up to the admin's limits.maxTimeoutMs) or do less work per run`,
-      }), limits.timeoutMs);
-    const watchdog = setInterval(async () => {
-      const mb = await residentMb(this.#process.pid);
-      if (mb !== undefined && mb > this.#memoryMb) {
-        stop({
-          type: "MemoryLimitError",
-          message: `Memory limit exceeded: the sandbox used ${
-            Math.round(mb)
-          } MB, more than limits.memoryMb (${this.#memoryMb} MB); use less memory or ask the admin to raise limits.memoryMb`,
-        });
-      }
-    }, RSS_POLL_MS);
-    const onAbort = () => stop({ type: "Cancelled", message: "The execution was cancelled" });
-    limits.signal?.addEventListener("abort", onAbort);
-    if (limits.signal?.aborted) onAbort();
-
-    const overflow = (stream: string) =>
-      stop({
-        type: "OutputLimitError",
-        message:
-          `Output limit exceeded: ${stream} passed limits.maxOutputBytes (${limits.maxOutputBytes} bytes); print less (summarize, or return the data) or ask the admin to raise limits.maxOutputBytes`,
-      });
-
-    this.#onStderrOverflow = () => overflow("stderr");
-    try {
-      await this.#send({ t: "exec", source: wrapped.source }).catch(() => {});
-      while (true) {
-        const frame = await this.#frames.next().catch((error: Error) => {
-          stop({
-            type: "SandboxProtocolError",
-            message:
-              `${error.message}: sandbox code must print with console.log, not write to the process's stdout directly`,
-          });
-          return null;
-        });
-        if (frame === null) break;
-        if (frame.t === "out") {
-          const capture = frame.s === "stderr" ? stderr : stdout;
-          if (typeof frame.d === "string" && !capture.add(frame.d)) {
-            overflow(frame.s === "stderr" ? "stderr" : "stdout");
-          }
-        } else if (frame.t === "call") {
-          this.#answer(frame, limits);
-        } else if (frame.t === "result") {
-          result = {
-            ok: frame.ok === true,
-            value: frame.value,
-            error: frame.ok === true ? undefined : sanitizeError(frame.error),
-          };
-          break;
-        }
-      }
-      if (result) {
-        let grace: ReturnType<typeof setTimeout> | undefined;
-        await Promise.race([
-          this.#status,
-          new Promise((r) => grace = setTimeout(r, EXIT_GRACE_MS)),
-        ]);
-        clearTimeout(grace);
-      }
-      this.#kill();
-      const status = await this.#status;
-      await this.#stderrDone;
-      if (!result && !failure) failure = this.#crashError(status, stderr.text);
-    } finally {
-      clearTimeout(timer);
-      clearInterval(watchdog);
-      limits.signal?.removeEventListener("abort", onAbort);
-      this.#stderr = undefined;
-      this.#onStderrOverflow = undefined;
-    }
-
-    const error = failure ?? result?.error;
-    const out: ExecutionResult = {
-      ok: !error && result?.ok === true,
-      stdout: stdout.text,
-      stderr: cleanTrace(stderr.text, wrapped.lineOffset),
-      durationMs: Math.round(performance.now() - started),
-      toolCalls: [],
-    };
-    if (!error && result?.value !== undefined) out.returnValue = result.value;
-    if (error) {
-      out.error = cleanError(error, wrapped.lineOffset);
-    }
-    if (stdout.truncated || stderr.truncated) out.truncated = true;
-    return out;
-  }
-
-  #answer(frame: Record<string, unknown>, limits: RunLimits): void {
-    const id = frame.id;
-    if (typeof id !== "number") return;
-    const reply = limits.onRequest ? limits.onRequest(frame) : Promise.resolve({
-      ok: false,
-      error: { type: "ToolCallError", message: "No MCP servers are available to this execution" },
+    await this.#ready;
+    return await this.#process.execute({ t: "exec", source: wrapped.source }, {
+      ...limits,
+      printHint: "console.log",
+      cleanError: (error) => cleanError(error, wrapped.lineOffset),
+      cleanStderr: (text) => cleanTrace(text, wrapped.lineOffset),
     });
-    reply.then((body) => this.#send({ t: "reply", id, ...body })).catch(() => {
-      // The child is gone; its run is already being reported.
-    });
-  }
-
-  #crashError(status: Deno.CommandStatus, stderr: string): ExecutionErrorInfo {
-    if (/out of memory|heap limit/i.test(stderr)) {
-      return {
-        type: "MemoryLimitError",
-        message:
-          `Memory limit exceeded: the V8 heap passed limits.memoryMb (${this.#memoryMb} MB); use less memory or ask the admin to raise limits.memoryMb`,
-      };
-    }
-    const how = status.signal
-      ? `was killed by ${status.signal}`
-      : `exited with code ${status.code}`;
-    const last = stderr.trim().split("\n").filter((line) => line.trim()).at(-1)?.trim();
-    return {
-      type: "SandboxCrash",
-      message: `The sandbox process ${how} before reporting a result${
-        last ? `: ${last.slice(0, 500)}` : ""
-      }`,
-    };
   }
 
   /** Kills the child if it is still running and removes its private directory. */
-  async dispose(): Promise<void> {
-    if (this.#disposed) return;
-    this.#disposed = true;
-    this.#kill();
-    await this.#status.catch(() => {});
-    await this.#stdin.close().catch(() => {});
-    await this.#frames.cancel();
-    await this.#stderrDone;
-    await Deno.remove(this.#dir, { recursive: true }).catch((error) => {
-      if (!(error instanceof Deno.errors.NotFound)) {
-        this.#log.warn(`Cannot remove sandbox directory ${this.#dir}: ${error.message}`);
-      }
-    });
+  dispose(): Promise<void> {
+    return this.#process.dispose();
   }
-}
-
-function sanitizeError(raw: unknown): ExecutionErrorInfo {
-  const value = (typeof raw === "object" && raw !== null ? raw : {}) as Record<string, unknown>;
-  const text = (v: unknown, max: number) => typeof v === "string" ? v.slice(0, max) : undefined;
-  const info: ExecutionErrorInfo = {
-    type: text(value.type, 100) ?? "Error",
-    message: text(value.message, 64 * 1024) ?? "The code failed without a message",
-  };
-  const traceback = text(value.traceback, 64 * 1024);
-  if (traceback) info.traceback = traceback;
-  return info;
 }
