@@ -50,6 +50,11 @@ export async function startServer(options: StartServerOptions = {}): Promise<Ser
     PATH: Deno.env.get("PATH") ?? "",
     HOME: Deno.env.get("HOME") ?? tempDir,
     TMPDIR: tempDir,
+    // Share the sandbox caches (Deno's, and the 30 MB Pyodide snapshot) across test servers.
+    XDG_CACHE_HOME: Deno.env.get("XDG_CACHE_HOME") ??
+      join(Deno.env.get("HOME") ?? tempDir, ".cache"),
+    // Tests that count sandbox children or their directories expect TypeScript ones only.
+    CODE_EXECUTOR_PYTHON_WARM_POOL: "0",
     CODE_EXECUTOR_LOG_LEVEL: "warn",
     ...options.env,
   };
@@ -102,18 +107,23 @@ export async function startServer(options: StartServerOptions = {}): Promise<Ser
 }
 
 /**
- * Lists live sandbox processes (TypeScript runners) whose command line names the given dir.
+ * Lists live sandbox processes (TypeScript runners and Python hosts) whose command line names
+ * the given marker.
  *
  * @param marker A string the process's command line must contain.
+ * @param runners Which sandbox entry points count.
  * @returns Their pids.
  */
-export async function sandboxPids(marker: string): Promise<number[]> {
+export async function sandboxPids(
+  marker: string,
+  runners: string[] = ["ts_runner.ts", "py_host.ts"],
+): Promise<number[]> {
   const pids: number[] = [];
   for await (const entry of Deno.readDir("/proc")) {
     if (!/^\d+$/.test(entry.name)) continue;
     try {
       const cmdline = await Deno.readTextFile(`/proc/${entry.name}/cmdline`);
-      if (cmdline.includes("ts_runner.ts") && cmdline.includes(marker)) {
+      if (runners.some((r) => cmdline.includes(r)) && cmdline.includes(marker)) {
         pids.push(Number(entry.name));
       }
     } catch {

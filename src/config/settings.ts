@@ -58,12 +58,32 @@ const ToolsSchema = z.object({
   maxResultBytes: positiveInt.default(5 * 1024 * 1024),
 }).strict();
 
+const PythonSchema = z.object({
+  /** Whether `run_python` is offered at all. */
+  enabled: z.boolean().default(true),
+  /** Pre-started Python children (each ~160 MB); 0 turns the pool off. */
+  warmPool: z.number().int().min(0).max(16).default(2),
+  /** Top-level modules Python code may import, or "*"; a guide, not a wall (see README). */
+  allowedImports: z.union([z.literal("*"), z.array(z.string().min(1))]).optional(),
+  /** Resident memory of one Python sandbox, in MB (Pyodide itself needs ~160 MB). */
+  memoryMb: z.number().int().min(192).default(512),
+  /** Time between the interrupt at the deadline and SIGKILL, for code that ignores it. */
+  interruptGraceMs: z.number().int().min(0).max(10_000).default(500),
+  /** Idle time after which a session's interpreter is discarded. */
+  sessionTtlMs: positiveInt.default(600_000),
+  /** Sessions open at once. */
+  maxSessions: positiveInt.default(8),
+  /** Directories of pure-Python wheels (*.whl) to make importable. */
+  wheelDirs: z.array(z.string().min(1)).default([]),
+}).strict();
+
 /** The schema of the settings object, with defaults. */
 export const SettingsSchema = z.object({
   limits: LimitsSchema.prefault({}),
   sandbox: SandboxSchema.prefault({}),
   permissions: PermissionsSchema.prefault({}),
   tools: ToolsSchema.prefault({}),
+  python: PythonSchema.prefault({}),
   /** Directories under which callers may grant read or write access (`ALLOWED_PROJECTS`). */
   allowedProjects: z.array(z.string().min(1)).default([]),
 }).strict();
@@ -105,6 +125,13 @@ const toInt: EnvParser = (raw, name) => {
 const toList: EnvParser = (raw) =>
   raw.split(Deno.build.os === "windows" ? /[;,]/ : /[:,]/).map((s) => s.trim()).filter(Boolean);
 const toHostList: EnvParser = (raw) => raw.split(/[,\s]+/).filter(Boolean);
+const toBool: EnvParser = (raw, name) => {
+  if (/^(1|true|yes|on)$/i.test(raw)) return true;
+  if (/^(0|false|no|off)$/i.test(raw)) return false;
+  throw new SettingsError(
+    `Invalid environment variable ${name}: expected true or false, got "${raw}"`,
+  );
+};
 
 /** Environment variables and the settings keys they override. */
 export const ENV_OVERRIDES: ReadonlyArray<[string, string[], EnvParser]> = [
@@ -117,6 +144,8 @@ export const ENV_OVERRIDES: ReadonlyArray<[string, string[], EnvParser]> = [
   ["CODE_EXECUTOR_WARM_POOL", ["sandbox", "warmPool"], toInt],
   ["CODE_EXECUTOR_ALLOWED_HOSTS", ["permissions", "net"], toHostList],
   ["DENO_PATH", ["sandbox", "denoPath"], (raw) => raw],
+  ["PYTHON_ENABLED", ["python", "enabled"], toBool],
+  ["CODE_EXECUTOR_PYTHON_WARM_POOL", ["python", "warmPool"], toInt],
 ];
 
 /**

@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import type { Settings } from "../config/settings.ts";
 import type { Logger } from "../log.ts";
 import {
+  type GrantedPermissions,
   isDefaultProfile,
   narrowPermissions,
   type RequestedPermissions,
@@ -18,7 +19,11 @@ import { ToolPolicy } from "../policy/tool_policy.ts";
 import { ExecutionRefusedError, type ExecutionResult } from "./result.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { ToolBridge } from "./tool_bridge.ts";
-import { CHILD_DIR_PREFIX, scrubEmitCache, TsChild, type TsChildOptions } from "./ts_sandbox.ts";
+import { PyChild, type PyChildOptions } from "./py_sandbox.ts";
+import { ensurePyodideSnapshot, findPyodideDir } from "./pyodide.ts";
+import { CHILD_DIR_PREFIX, type RunLimits } from "./sandbox_process.ts";
+import { SessionStore } from "./sessions.ts";
+import { scrubEmitCache, TsChild, type TsChildOptions } from "./ts_sandbox.ts";
 import { wrapTypescript } from "./ts_source.ts";
 import { WarmPool } from "./warm_pool.ts";
 
@@ -34,6 +39,12 @@ export interface RunOptions {
   allowedTools?: string[];
   /** Aborting it cancels the run, queued or running. */
   signal?: AbortSignal;
+}
+
+/** Options of a Python run. */
+export interface PythonRunOptions extends Omit<RunOptions, "permissions"> {
+  /** Keep the interpreter under this id for later runs (globals persist); fresh when omitted. */
+  session?: string;
 }
 
 /** Options of {@linkcode Executor}. */
@@ -162,8 +173,21 @@ class Slots {
   }
 }
 
+/** A child borrowed for one run, and what to do with it afterwards. */
+interface Lease {
+  run(limits: RunLimits): Promise<ExecutionResult>;
+  done(): void;
+}
+
+/** What Python children are started from, found once. */
+interface PythonRuntime {
+  base: Omit<PyChildOptions, "session">;
+  pool: WarmPool<PyChild>;
+}
+
 /**
- * Runs code in sandbox children under the admin's settings.
+ * Runs code in sandbox children under the admin's settings: TypeScript in Deno children,
+ * Python in Pyodide children, both through the same policy, limits and tool bridge.
  *
  * @example
  * ```ts
@@ -179,8 +203,10 @@ export class Executor {
   #slots: Slots;
   #pool: WarmPool<TsChild>;
   #base: BaseChildOptions;
-  #active = new Set<TsChild>();
-  #disposing = new Set<Promise<void>>();
+  #python: Promise<PythonRuntime> | undefined;
+  #sessions: SessionStore<PyChild>;
+  #active = new Set<{ dispose(): Promise<void> }>();
+  #disposing = new Set<Promise<unknown>>();
   #closing = new AbortController();
 
   private constructor(settings: Settings, options: ExecutorOptions, base: BaseChildOptions) {
@@ -191,13 +217,19 @@ export class Executor {
     this.#base = base;
     this.#slots = new Slots(settings.limits.maxConcurrent, settings.limits.maxQueued);
     this.#pool = new WarmPool(settings.sandbox.warmPool, () => this.#spawn({ preload: true }), log);
+    this.#sessions = new SessionStore({
+      ttlMs: settings.python.sessionTtlMs,
+      max: settings.python.maxSessions,
+      settingPrefix: "python",
+      log,
+    });
   }
 
   /**
-   * Creates an executor and starts its warm pool.
+   * Creates an executor and starts its warm pools (Python's once its snapshot is ready).
    *
    * @param settings The admin's settings.
-   * @param options The logger.
+   * @param options The logger and the upstream hub.
    * @returns The executor.
    */
   static async create(settings: Settings, options: ExecutorOptions): Promise<Executor> {
@@ -215,6 +247,9 @@ export class Executor {
     };
     const executor = new Executor(settings, options, base);
     executor.#pool.fill();
+    if (settings.python.enabled && settings.python.warmPool > 0) {
+      executor.#pythonRuntime().then((py) => py.pool.fill(), () => {});
+    }
     return executor;
   }
 
@@ -223,9 +258,14 @@ export class Executor {
     return this.#settings;
   }
 
-  /** The warm pool, for benchmarks and tests. */
+  /** The TypeScript warm pool, for benchmarks and tests. */
   get pool(): WarmPool<TsChild> {
     return this.#pool;
+  }
+
+  /** The Python warm pool once Pyodide is located, for benchmarks and tests. */
+  async pythonPool(): Promise<WarmPool<PyChild>> {
+    return (await this.#pythonRuntime()).pool;
   }
 
   async #spawn(extra: Pick<TsChildOptions, "preload">): Promise<TsChild> {
@@ -239,16 +279,82 @@ export class Executor {
     return child;
   }
 
+  /** Locates Pyodide and its snapshot once; a failure is reported by every run_python. */
+  #pythonRuntime(): Promise<PythonRuntime> {
+    this.#python ??= (async () => {
+      const python = this.#settings.python;
+      const sandboxDir = join(cacheDir(), "sandbox");
+      const hostPath = await sandboxFile("py_host.ts", sandboxDir);
+      const workerPath = await sandboxFile("py_worker.ts", sandboxDir);
+      const pyodideDir = await findPyodideDir();
+      const snapshotPath = await ensurePyodideSnapshot({
+        denoPath: this.#base.denoPath,
+        hostPath,
+        workerPath,
+        pyodideDir,
+        cacheDir: join(cacheDir(), "pyodide"),
+        denoDir: this.#base.denoDir,
+        log: this.#log,
+        signal: this.#closing.signal,
+      });
+      if (this.#closing.signal.aborted) throw new Error("The server is shutting down");
+      const base: Omit<PyChildOptions, "session"> = {
+        denoPath: this.#base.denoPath,
+        hostPath,
+        workerPath,
+        pyodideDir,
+        snapshotPath,
+        tempRoot: this.#base.tempRoot,
+        denoDir: this.#base.denoDir,
+        memoryMb: python.memoryMb,
+        allowedImports: python.allowedImports,
+        log: this.#log,
+      };
+      const pool = new WarmPool(python.warmPool, async () => {
+        const child = await PyChild.spawn(base);
+        if (!(await child.ready)) {
+          await child.dispose();
+          throw new Error("The Python sandbox did not start");
+        }
+        return child;
+      }, this.#log);
+      return { base, pool };
+    })();
+    this.#python.catch((error) =>
+      this.#log.warn(`Python is unavailable: ${(error as Error).message}`)
+    );
+    return this.#python;
+  }
+
   /**
    * Runs TypeScript in a fresh sandbox child.
    *
    * @param code The model's TypeScript; a top-level `return` becomes `returnValue`.
-   * @param options Timeout, permissions and cancellation.
+   * @param options Timeout, permissions, allowed tools and cancellation.
    * @returns The result; failures are reported in it with `ok: false`.
    */
-  async runTypescript(code: string, options: RunOptions = {}): Promise<ExecutionResult> {
+  runTypescript(code: string, options: RunOptions = {}): Promise<ExecutionResult> {
+    return this.#guard(() =>
+      this.#execute(code, options, (granted) => this.#leaseTs(code, granted))
+    );
+  }
+
+  /**
+   * Runs Python in a fresh Pyodide interpreter, or in the session's interpreter.
+   *
+   * @param code The model's Python; the last expression becomes `returnValue`.
+   * @param options Timeout, session, allowed tools and cancellation.
+   * @returns The result; failures are reported in it with `ok: false`.
+   */
+  runPython(code: string, options: PythonRunOptions = {}): Promise<ExecutionResult> {
+    return this.#guard(() =>
+      this.#execute(code, options, () => this.#leasePy(code, options.session))
+    );
+  }
+
+  async #guard(run: () => Promise<ExecutionResult>): Promise<ExecutionResult> {
     try {
-      return await this.#runTypescript(code, options);
+      return await run();
     } catch (error) {
       if (error instanceof ExecutionRefusedError) return error.toResult();
       this.#log.error(`Execution failed inside the server: ${(error as Error).stack ?? error}`);
@@ -261,7 +367,11 @@ export class Executor {
     }
   }
 
-  async #runTypescript(code: string, options: RunOptions): Promise<ExecutionResult> {
+  async #execute(
+    code: string,
+    options: RunOptions,
+    lease: (granted: GrantedPermissions) => Promise<Lease>,
+  ): Promise<ExecutionResult> {
     const limits = this.#settings.limits;
     if (this.#closing.signal.aborted) {
       throw new ExecutionRefusedError("ShuttingDown", "The server is shutting down");
@@ -286,43 +396,80 @@ export class Executor {
       ? AbortSignal.any([options.signal, this.#closing.signal])
       : this.#closing.signal;
     const release = await this.#slots.acquire(signal);
-    let child: TsChild | undefined;
+    let leased: Lease | undefined;
+    const ended = new AbortController();
     try {
       const started = performance.now();
-      child = isDefaultProfile(granted) ? this.#pool.take() : undefined;
-      child ??= await TsChild.spawn({ ...this.#base, ...granted });
-      this.#active.add(child);
-      const wrapped = wrapTypescript(code);
-      const remaining = Math.max(1, timeoutMs - Math.round(performance.now() - started));
-      const ended = new AbortController();
+      leased = await lease(granted);
       const bridge = this.#hub
         ? new ToolBridge(this.#hub, policy, this.#settings, AbortSignal.any([signal, ended.signal]))
         : undefined;
-      try {
-        const result = await child.run(wrapped, {
-          timeoutMs: remaining,
-          reportedTimeoutMs: timeoutMs,
-          maxOutputBytes: limits.maxOutputBytes,
-          signal,
-          onRequest: bridge ? (frame) => bridge.handle(frame) : undefined,
-        });
-        result.durationMs = Math.round(performance.now() - started);
-        if (bridge) result.toolCalls = bridge.records;
-        return result;
-      } finally {
-        ended.abort();
-      }
+      const result = await leased.run({
+        timeoutMs: Math.max(1, timeoutMs - Math.round(performance.now() - started)),
+        reportedTimeoutMs: timeoutMs,
+        maxOutputBytes: limits.maxOutputBytes,
+        signal,
+        onRequest: bridge ? (frame) => bridge.handle(frame) : undefined,
+      });
+      result.durationMs = Math.round(performance.now() - started);
+      if (bridge) result.toolCalls = bridge.records;
+      return result;
     } finally {
+      ended.abort();
       release();
-      if (child) this.#retire(child);
+      leased?.done();
     }
   }
 
+  async #leaseTs(code: string, granted: GrantedPermissions): Promise<Lease> {
+    const child = (isDefaultProfile(granted) ? this.#pool.take() : undefined) ??
+      await TsChild.spawn({ ...this.#base, ...granted });
+    this.#active.add(child);
+    return {
+      run: (limits) => child.run(wrapTypescript(code), limits),
+      done: () =>
+        this.#retire(child, async () => {
+          await scrubEmitCache(this.#base.denoDir);
+          this.#pool.fill();
+        }),
+    };
+  }
+
+  async #leasePy(code: string, session: string | undefined): Promise<Lease> {
+    let python: PythonRuntime;
+    try {
+      python = await this.#pythonRuntime();
+    } catch (error) {
+      throw new ExecutionRefusedError(
+        "PythonUnavailable",
+        `Python is unavailable: ${(error as Error).message}`,
+      );
+    }
+    const graceMs = this.#settings.python.interruptGraceMs;
+    if (session !== undefined) {
+      return {
+        run: (limits) =>
+          this.#sessions.use(
+            session,
+            () => PyChild.spawn({ ...python.base, session: true }),
+            (child) => child.run(code, { ...limits, graceMs }),
+          ),
+        done: () => {},
+      };
+    }
+    const child = python.pool.take() ?? await PyChild.spawn(python.base);
+    this.#active.add(child);
+    return {
+      run: (limits) => child.run(code, { ...limits, graceMs }),
+      done: () => this.#retire(child, () => python.pool.fill()),
+    };
+  }
+
   /** Disposes a used child off the response path; {@linkcode Executor.close} waits for it. */
-  #retire(child: TsChild): void {
+  #retire(child: { dispose(): Promise<void> }, after: () => unknown): void {
     const job = child.dispose()
-      .then(() => scrubEmitCache(this.#base.denoDir))
-      .then(() => this.#pool.fill())
+      .then(after)
+      .catch((error) => this.#log.warn(`Cannot clean up a sandbox: ${(error as Error).message}`))
       .finally(() => {
         this.#active.delete(child);
         this.#disposing.delete(job);
@@ -335,11 +482,16 @@ export class Executor {
     while (this.#disposing.size > 0) await Promise.all(this.#disposing);
   }
 
-  /** Kills every running and idle child and removes their directories. */
+  /** Kills every running, idle and session child and removes their directories. */
   async close(): Promise<void> {
     this.#closing.abort();
-    await this.#pool.close();
-    await Promise.all([...this.#active].map((child) => child.dispose()));
+    const python = await this.#python?.catch(() => undefined);
+    await Promise.all([
+      this.#pool.close(),
+      python?.pool.close(),
+      this.#sessions.close(),
+      ...[...this.#active].map((child) => child.dispose()),
+    ]);
     await this.idle();
   }
 }

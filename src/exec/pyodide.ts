@@ -5,7 +5,7 @@
  * @module
  */
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Logger } from "../log.ts";
 
 /** The pinned version of the npm package `pyodide` (Python 3.14, standard library only). */
@@ -143,6 +143,8 @@ export interface SnapshotOptions {
   log: Logger;
   /** How long the build may take; 120 s by default. */
   timeoutMs?: number;
+  /** Aborting it kills the build (server shutdown). */
+  signal?: AbortSignal;
 }
 
 /** What a build produced. */
@@ -212,13 +214,16 @@ export async function buildPyodideSnapshot(options: SnapshotOptions): Promise<Sn
     stdout: "piped",
     stderr: "piped",
   }).spawn();
-  const timer = setTimeout(() => {
+  const kill = () => {
     try {
       process.kill("SIGKILL");
     } catch {
       // Already gone.
     }
-  }, options.timeoutMs ?? 120_000);
+  };
+  const timer = setTimeout(kill, options.timeoutMs ?? 120_000);
+  options.signal?.addEventListener("abort", kill);
+  if (options.signal?.aborted) kill();
   try {
     const writer = process.stdin.getWriter();
     await writer.write(new TextEncoder().encode(
@@ -227,7 +232,9 @@ export async function buildPyodideSnapshot(options: SnapshotOptions): Promise<Sn
         nonce,
         mode: "snapshot",
         indexDir: options.pyodideDir,
+        indexUrl: pathToFileURL(join(options.pyodideDir, "/")).href,
         workerPath: options.workerPath,
+        workerUrl: pathToFileURL(options.workerPath).href,
         snapshotOut: path,
       }) + "\n",
     ));
@@ -256,41 +263,46 @@ export async function buildPyodideSnapshot(options: SnapshotOptions): Promise<Sn
     );
   } finally {
     clearTimeout(timer);
+    options.signal?.removeEventListener("abort", kill);
   }
 }
 
-const builds = new Map<string, Promise<string | undefined>>();
+/** Snapshots of earlier versions or preludes are 30 MB each and never used again. */
+async function removeOtherSnapshots(dir: string, keep: string): Promise<void> {
+  for await (const entry of Deno.readDir(dir)) {
+    const path = join(dir, entry.name);
+    if (path !== keep && /^pyodide-.*\.snapshot$/.test(entry.name)) {
+      await Deno.remove(path).catch(() => {});
+    }
+  }
+}
 
 /**
- * Returns the snapshot file, building it on first use. A failed build is logged once and
- * children then boot without a snapshot (slower, same behaviour).
+ * Returns the snapshot file, building it on first use. A failed build is logged and children
+ * then boot without a snapshot (slower, same behaviour). Concurrent builds are harmless: each
+ * writes a temporary file and renames it into place.
  *
  * @param options The locations.
  * @returns The snapshot's path, or undefined when there is none.
  */
-export function ensurePyodideSnapshot(options: SnapshotOptions): Promise<string | undefined> {
-  const key = `${options.cacheDir}\0${options.workerPath}\0${options.pyodideDir}`;
-  let build = builds.get(key);
-  if (!build) {
-    build = (async () => {
-      try {
-        const path = await snapshotPath(options);
-        if (await Deno.stat(path).then((s) => s.isFile && s.size > 0, () => false)) return path;
-        const made = await buildPyodideSnapshot(options);
-        options.log.debug(
-          `Built the Pyodide snapshot ${made.path} (${made.bytes} bytes) in ${made.totalMs} ms`,
-        );
-        return made.path;
-      } catch (error) {
-        options.log.warn(
-          `Python children will boot without a memory snapshot (slower): ${
-            (error as Error).message
-          }`,
-        );
-        return undefined;
-      }
-    })();
-    builds.set(key, build);
+export async function ensurePyodideSnapshot(
+  options: SnapshotOptions,
+): Promise<string | undefined> {
+  try {
+    const path = await snapshotPath(options);
+    if (await Deno.stat(path).then((s) => s.isFile && s.size > 0, () => false)) return path;
+    const made = await buildPyodideSnapshot(options);
+    await removeOtherSnapshots(options.cacheDir, made.path);
+    options.log.debug(
+      `Built the Pyodide snapshot ${made.path} (${made.bytes} bytes) in ${made.totalMs} ms`,
+    );
+    return made.path;
+  } catch (error) {
+    if (!options.signal?.aborted) {
+      options.log.warn(
+        `Python children will boot without a memory snapshot (slower): ${(error as Error).message}`,
+      );
+    }
+    return undefined;
   }
-  return build;
 }

@@ -3,7 +3,11 @@
  *
  * @module
  */
-import { McpServer } from "@modelcontextprotocol/server";
+import {
+  fromJsonSchema,
+  McpServer,
+  type StandardSchemaWithJSON,
+} from "@modelcontextprotocol/server";
 import { z } from "zod";
 import type { Executor } from "../exec/executor.ts";
 import { type ExecutionResult, renderResult } from "../exec/result.ts";
@@ -15,58 +19,97 @@ import { SERVER_VERSION } from "../version.ts";
 /** Name and version reported to clients. */
 export const SERVER_INFO = { name: "code-executor", version: SERVER_VERSION } as const;
 
-const PermissionsInput = z.object({
-  net: z.array(z.string()).optional().describe(
-    "Hosts (host or host:port) from the admin's allowlist",
-  ),
-  read: z.array(z.string()).optional().describe("Absolute paths under ALLOWED_PROJECTS to read"),
-  write: z.array(z.string()).optional().describe("Absolute paths under ALLOWED_PROJECTS to write"),
-}).strict();
+/**
+ * Presents a zod schema without `$schema` in its JSON Schema: 2020-12 is MCP's default dialect,
+ * and the URL would cost ~15 tokens per schema in every client's context. Validation stays zod's.
+ */
+function withoutDialect<T extends z.ZodType>(
+  schema: T,
+): StandardSchemaWithJSON<z.input<T>, z.output<T>> {
+  const std = schema["~standard"] as StandardSchemaWithJSON<z.input<T>, z.output<T>>["~standard"];
+  const strip =
+    (convert: typeof std.jsonSchema.input): typeof std.jsonSchema.input => (options) => {
+      const { $schema: _dialect, ...rest } = convert(options);
+      return rest;
+    };
+  return {
+    "~standard": {
+      ...std,
+      jsonSchema: { input: strip(std.jsonSchema.input), output: strip(std.jsonSchema.output) },
+    },
+  };
+}
 
-const RunTypescriptInput = z.object({
-  code: z.string().describe("TypeScript to run as a module body; top-level await and return work"),
-  allowedTools: z.array(z.string()).optional().describe(
-    "Globs of tools the code may call, e.g. mcp__github__*; narrows the admin's policy",
-  ),
-  timeoutMs: z.number().int().positive().optional().describe("Wall-clock limit (default 30000)"),
-  permissions: PermissionsInput.optional().describe(
-    "Extra access beyond the private working directory; only narrows the admin's policy",
-  ),
-}).strict();
+const AllowedTools = z.array(z.string()).optional().describe(
+  "Globs of tools the code may call (mcp__github__*); narrows the admin's policy",
+);
+// The real ceiling is the admin's limits.maxTimeoutMs, checked with a clear message.
+const TimeoutMs = z.number().int().min(1).max(3_600_000).optional().describe("Default 30000");
 
-const ToolCallOutput = z.object({ name: z.string(), ok: z.boolean(), durationMs: z.number() });
+const RunTypescriptInput = withoutDialect(
+  z.object({
+    code: z.string().describe("TypeScript module body"),
+    allowedTools: AllowedTools,
+    timeoutMs: TimeoutMs,
+    permissions: z.object({
+      net: z.array(z.string()).optional(),
+      read: z.array(z.string()).optional(),
+      write: z.array(z.string()).optional(),
+    }).strict().optional().describe(
+      "Extra access within the admin's policy: net hosts (host[:port]); read/write absolute paths under ALLOWED_PROJECTS",
+    ),
+  }).strict(),
+);
 
-const ExecutionOutput = z.object({
-  ok: z.boolean(),
-  stdout: z.string(),
-  stderr: z.string(),
-  returnValue: z.unknown().optional(),
-  error: z.object({
-    type: z.string(),
-    message: z.string(),
-    traceback: z.string().optional(),
-  }).optional(),
-  durationMs: z.number(),
-  toolCalls: z.array(ToolCallOutput),
-  truncated: z.boolean().optional(),
+const RunPythonInput = withoutDialect(
+  z.object({
+    code: z.string().describe("Python 3 source"),
+    allowedTools: AllowedTools,
+    timeoutMs: TimeoutMs,
+    session: z.string().optional().describe("Keep variables between calls under this id"),
+  }).strict(),
+);
+
+const SearchToolsInput = withoutDialect(
+  z.object({
+    query: z.string().describe("Words to match in tool names and descriptions; empty lists all"),
+    limit: z.number().int().min(1).max(100).optional().describe("Default 10"),
+    detail: z.enum(["names", "signatures", "schemas"]).optional().describe("Default signatures"),
+  }).strict(),
+);
+
+// Hand-written rather than derived from zod: this schema is in every client's context twice,
+// and the derived one (additionalProperties, nested item schemas) costs twice the tokens.
+const ExecutionOutput = fromJsonSchema<ExecutionResult>({
+  type: "object",
+  properties: {
+    ok: { type: "boolean" },
+    stdout: { type: "string" },
+    stderr: { type: "string" },
+    returnValue: {},
+    error: { type: "object" },
+    durationMs: { type: "number" },
+    toolCalls: { type: "array" },
+    truncated: { type: "boolean" },
+  },
+  required: ["ok", "stdout", "stderr", "durationMs", "toolCalls"],
 });
-
-const SearchToolsInput = z.object({
-  query: z.string().describe("Words to look for in tool names and descriptions; empty lists all"),
-  limit: z.number().int().positive().max(100).optional().describe("Most results (default 10)"),
-  detail: z.enum(["names", "signatures", "schemas"]).optional().describe(
-    "names, TypeScript signatures (default) or full JSON Schemas",
-  ),
-}).strict();
 
 const RUN_TYPESCRIPT_DESCRIPTION = [
   "Run TypeScript in a fresh Deno sandbox; only what it prints or returns comes back.",
-  "Module body: top-level await; `return x` sets returnValue (JSON). console.log is captured.",
-  "Call MCP tools from the code: await callMCPTool('mcp__<server>__<tool>', args), or",
-  "await tools.<server>.<toolInCamelCase>(args). Results are structuredContent or text;",
-  "a failing tool throws ToolError. Find tools with await searchTools('query') (signatures),",
-  "discoverMCPTools({search, server}) or getToolSchema(name); or use search_tools.",
+  "Top-level await works; `return x` sets returnValue (JSON); console.log is captured.",
+  "Call MCP tools: await callMCPTool('mcp__<server>__<tool>', args) or",
+  "await tools.<server>.<toolInCamelCase>(args); results are structuredContent or text;",
+  "a failing tool throws ToolError. Find tools: await searchTools('query') (signatures),",
+  "discoverMCPTools({search, server}), getToolSchema(name), or search_tools.",
   "No env, subprocesses, network or files outside the private cwd unless `permissions` grants them.",
+].join("\n");
+
+const RUN_PYTHON_DESCRIPTION = [
+  "Run Python 3 (Pyodide, stdlib) like run_typescript: top-level await; the last expression",
+  "is returnValue; print() is captured. Same API in snake_case: await call_mcp_tool(name, args),",
+  "await tools.<server>.<tool>(**args), search_tools, discover_mcp_tools, get_tool_schema;",
+  "ToolError. Imports: common pure-data modules only (json, re, math, datetime, collections, ...).",
 ].join("\n");
 
 function describeServers(hub: Hub | undefined): string {
@@ -158,7 +201,6 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
     inputSchema: RunTypescriptInput,
     outputSchema: ExecutionOutput,
     annotations: {
-      title: "Run TypeScript",
       readOnlyHint: false,
       destructiveHint: true,
       idempotentHint: false,
@@ -174,12 +216,35 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
     return toToolResult(result);
   });
 
+  if (deps.executor.settings.python.enabled) {
+    server.registerTool("run_python", {
+      title: "Run Python",
+      description: RUN_PYTHON_DESCRIPTION,
+      inputSchema: RunPythonInput,
+      outputSchema: ExecutionOutput,
+      annotations: {
+        readOnlyHint: false,
+        destructiveHint: true,
+        idempotentHint: false,
+        openWorldHint: true,
+      },
+    }, async (args, ctx) => {
+      const result = await deps.executor.runPython(args.code, {
+        allowedTools: args.allowedTools,
+        timeoutMs: args.timeoutMs,
+        session: args.session,
+        signal: ctx.mcpReq.signal,
+      });
+      return toToolResult(result);
+    });
+  }
+
   server.registerTool("search_tools", {
     title: "Search MCP tools",
     description:
       "Find tools of the configured MCP servers by keyword; returns TypeScript signatures to use in run_typescript.",
     inputSchema: SearchToolsInput,
-    annotations: { title: "Search MCP tools", readOnlyHint: true, openWorldHint: false },
+    annotations: { readOnlyHint: true, openWorldHint: false },
   }, async (args) => {
     const text = await searchToolsText(
       deps.hub,

@@ -1,0 +1,137 @@
+/**
+ * Named sandbox sessions: one child kept alive per caller-chosen id for stateful work, with an
+ * idle time-to-live and a cap. Runs in one session are serialised; sessions never share a child.
+ *
+ * @module
+ */
+import type { Logger } from "../log.ts";
+import { ExecutionRefusedError } from "./result.ts";
+
+/** What a session needs from its child. */
+export interface SessionChild {
+  /** Whether the process has died (the session is then over). */
+  readonly exited: boolean;
+  /** Kills the child and removes its files. */
+  dispose(): Promise<void>;
+}
+
+interface Session<T> {
+  child: Promise<T>;
+  lastUsed: number;
+  queue: Promise<unknown>;
+  running: number;
+}
+
+const SESSION_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+/** Sessions by id, each with its own child. */
+export class SessionStore<T extends SessionChild> {
+  #sessions = new Map<string, Session<T>>();
+  #ttlMs: number;
+  #max: number;
+  #settingPrefix: string;
+  #log: Logger;
+  #sweeper: ReturnType<typeof setInterval> | undefined;
+
+  /**
+   * @param options Idle time-to-live, cap, the settings prefix named in errors, and the logger.
+   */
+  constructor(options: { ttlMs: number; max: number; settingPrefix: string; log: Logger }) {
+    this.#ttlMs = options.ttlMs;
+    this.#max = options.max;
+    this.#settingPrefix = options.settingPrefix;
+    this.#log = options.log;
+  }
+
+  /** Number of open sessions. */
+  get size(): number {
+    return this.#sessions.size;
+  }
+
+  /**
+   * Runs `fn` with the session's child, creating the session on first use. Runs in the same
+   * session wait for each other.
+   *
+   * @param id The caller's session id.
+   * @param create Starts a child for a new session.
+   * @param fn The run.
+   * @returns What `fn` returns.
+   * @throws {ExecutionRefusedError} For a malformed id or when the cap is reached.
+   */
+  use<R>(id: string, create: () => Promise<T>, fn: (child: T) => Promise<R>): Promise<R> {
+    if (!SESSION_ID.test(id)) {
+      throw new ExecutionRefusedError(
+        "SessionError",
+        `Invalid session id "${
+          id.slice(0, 40)
+        }": use 1 to 128 letters, digits, "_", ".", ":" or "-"`,
+      );
+    }
+    let session = this.#sessions.get(id);
+    if (!session) {
+      if (this.#sessions.size >= this.#max) {
+        throw new ExecutionRefusedError(
+          "SessionLimitError",
+          `Cannot open session "${id}": ${this.#max} sessions are open (${this.#settingPrefix}.maxSessions); reuse one of them, or wait until an idle one expires after ${
+            Math.round(this.#ttlMs / 1000)
+          } s`,
+        );
+      }
+      session = { child: create(), lastUsed: Date.now(), queue: Promise.resolve(), running: 0 };
+      session.child.catch(() => this.#drop(id));
+      this.#sessions.set(id, session);
+      this.#startSweeper();
+    }
+    const current = session;
+    current.running++;
+    const run = current.queue.then(async () => {
+      const child = await current.child;
+      try {
+        return await fn(child);
+      } finally {
+        current.lastUsed = Date.now();
+        current.running--;
+        // A session whose child died (killed at a limit) is over: the next use starts afresh.
+        if (child.exited && this.#sessions.get(id) === current) void this.#drop(id);
+      }
+    });
+    current.queue = run.catch(() => {});
+    return run;
+  }
+
+  async #drop(id: string): Promise<void> {
+    const session = this.#sessions.get(id);
+    if (!session) return;
+    this.#sessions.delete(id);
+    if (this.#sessions.size === 0) this.#stopSweeper();
+    const child = await session.child.catch(() => undefined);
+    await child?.dispose();
+  }
+
+  #startSweeper(): void {
+    if (this.#sweeper !== undefined) return;
+    const every = Math.max(1000, Math.min(30_000, this.#ttlMs / 4));
+    const sweeper = this.#sweeper = setInterval(() => {
+      const now = Date.now();
+      for (const [id, session] of this.#sessions) {
+        if (session.running === 0 && now - session.lastUsed > this.#ttlMs) {
+          this.#log.debug(`Session "${id}" expired after ${this.#ttlMs} ms idle`);
+          void this.#drop(id);
+        }
+      }
+    }, every);
+    // An idle session must not keep the server alive on its own.
+    Deno.unrefTimer(sweeper);
+  }
+
+  #stopSweeper(): void {
+    clearInterval(this.#sweeper);
+    this.#sweeper = undefined;
+  }
+
+  /** Disposes every session's child. */
+  async close(): Promise<void> {
+    this.#stopSweeper();
+    await Promise.all([...this.#sessions.keys()].map((id) => this.#drop(id)));
+  }
+}

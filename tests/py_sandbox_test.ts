@@ -1,0 +1,496 @@
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { assert, assertEquals, assertMatch } from "./_assert.ts";
+import { leftovers } from "./_helpers.ts";
+import { cacheDir } from "../src/exec/executor.ts";
+import {
+  DEFAULT_PYTHON_IMPORTS,
+  PyChild,
+  type PyChildOptions,
+  type PyRunLimits,
+} from "../src/exec/py_sandbox.ts";
+import {
+  ensurePyodideSnapshot,
+  findPyodideDir,
+  isPyodideDir,
+  PYODIDE_VERSION,
+  pyodideCandidates,
+} from "../src/exec/pyodide.ts";
+import type { ExecutionResult } from "../src/exec/result.ts";
+import { createLogger } from "../src/log.ts";
+
+const log = createLogger("error");
+const sandboxDir = fileURLToPath(new URL("../sandbox/", import.meta.url));
+const hostPath = join(sandboxDir, "py_host.ts");
+const workerPath = join(sandboxDir, "py_worker.ts");
+const denoDir = join(cacheDir(), "deno");
+// A missing Pyodide fails every test here (findPyodideDir throws): none is skipped.
+const pyodideDir = await findPyodideDir();
+const snapshotPath = await ensurePyodideSnapshot({
+  denoPath: Deno.execPath(),
+  hostPath,
+  workerPath,
+  pyodideDir,
+  cacheDir: join(cacheDir(), "pyodide"),
+  denoDir,
+  log,
+});
+
+const LIMITS: PyRunLimits = { timeoutMs: 20_000, maxOutputBytes: 100 * 1024 };
+
+function processGone(pid: number): Promise<boolean> {
+  return Deno.stat(`/proc/${pid}`).then(() => false, () => true);
+}
+
+/** Spawns a ready child, runs `fn`, then checks that no process or directory is left. */
+async function withChild<T>(
+  options: Partial<PyChildOptions>,
+  fn: (child: PyChild) => Promise<T>,
+): Promise<T> {
+  const tempRoot = await Deno.makeTempDir({ prefix: "ce-py-" });
+  let child: PyChild | undefined;
+  try {
+    child = await PyChild.spawn({
+      denoPath: Deno.execPath(),
+      hostPath,
+      workerPath,
+      pyodideDir: pyodideDir!,
+      snapshotPath,
+      tempRoot,
+      denoDir,
+      memoryMb: 512,
+      log,
+      ...options,
+    });
+    assert(await child.ready, "the Python child did not start");
+    return await fn(child);
+  } finally {
+    await child?.dispose();
+    const left = await leftovers(tempRoot);
+    await Deno.remove(tempRoot, { recursive: true });
+    assertEquals(left, [], "sandbox directories left behind");
+    if (child) assert(await processGone(child.pid), `sandbox process ${child.pid} left behind`);
+  }
+}
+
+function runPy(
+  code: string,
+  limits: Partial<PyRunLimits> = {},
+  options: Partial<PyChildOptions> = {},
+): Promise<ExecutionResult> {
+  return withChild(options, (child) => child.run(code, { ...LIMITS, ...limits }));
+}
+
+Deno.test({
+  name:
+    "findPyodideDir() finds the pinned package and pyodideCandidates() lists node_modules first",
+  async fn() {
+    assert(await isPyodideDir(pyodideDir!, PYODIDE_VERSION));
+    assert(!(await isPyodideDir(pyodideDir!, "0.0.1")));
+    const candidates = pyodideCandidates({ projectRoots: ["/p"], denoDir: "/d" });
+    assertEquals(candidates, [
+      `/p/node_modules/.deno/pyodide@${PYODIDE_VERSION}/node_modules/pyodide`,
+      "/p/node_modules/pyodide",
+      `/d/npm/registry.npmjs.org/pyodide/${PYODIDE_VERSION}`,
+    ]);
+  },
+});
+
+Deno.test("findPyodideDir() names the install command when the package is missing", async () => {
+  const empty = await Deno.makeTempDir({ prefix: "ce-py-missing-" });
+  try {
+    let message = "";
+    await findPyodideDir({ projectRoots: [empty], denoDir: empty }).catch((error) => {
+      message = error.message;
+    });
+    assertMatch(message, /Cannot find the Pyodide package \(npm:pyodide@314\.0\.7\): run/);
+  } finally {
+    await Deno.remove(empty, { recursive: true });
+  }
+});
+
+Deno.test({
+  name: "PyChild boots from the memory snapshot",
+  async fn() {
+    await withChild({}, (child) => {
+      assertEquals(child.boot?.fromSnapshot, true);
+      assertEquals(child.boot?.snapshotError, undefined);
+      return Promise.resolve();
+    });
+  },
+});
+
+Deno.test({
+  name: "PyChild boots cold when the snapshot is unusable, and says why",
+  async fn() {
+    const broken = await Deno.makeTempFile({ prefix: "ce-py-snapshot-" });
+    try {
+      await Deno.writeFile(broken, new Uint8Array(4096).fill(7));
+      const result = await withChild({ snapshotPath: broken }, (child) => {
+        assertEquals(child.boot?.fromSnapshot, false);
+        assertMatch(child.boot?.snapshotError ?? "", /magic number/);
+        return child.run("6 * 7", LIMITS);
+      });
+      assertEquals(result.returnValue, 42);
+    } finally {
+      await Deno.remove(broken);
+    }
+  },
+});
+
+Deno.test({
+  name: "PyChild.run() returns the last expression and captures print()",
+  async fn() {
+    const cases: Array<[string, unknown, string]> = [
+      ["2 + 2", 4, ""],
+      ['x = 5\nprint(f"{x=}")', undefined, "x=5\n"],
+      ["import math\nmath.sqrt(16)", 4, ""],
+      ["import unicodedata\nunicodedata.name('A')", "LATIN CAPITAL LETTER A", ""],
+      ["import statistics\nstatistics.mean([1, 2, 3, 4])", 2.5, ""],
+      ['{"a": (1, 2), "b": {3}, "c": float("nan"), "d": None}', {
+        a: [1, 2],
+        b: [3],
+        c: null,
+        d: null,
+      }, ""],
+      ["import datetime\ndatetime.date(2020, 1, 2)", "datetime.date(2020, 1, 2)", ""],
+      [
+        "import asyncio\nasync def f(n):\n    await asyncio.sleep(0.01)\n    return n * 2\nawait f(21)",
+        42,
+        "",
+      ],
+    ];
+    for (const [code, value, stdout] of cases) {
+      const result = await runPy(code);
+      assertEquals(result.ok, true, `${code}: ${JSON.stringify(result.error)}`);
+      assertEquals(result.returnValue, value, code);
+      assertEquals(result.stdout, stdout, code);
+    }
+  },
+});
+
+Deno.test({
+  name: "PyChild.run() reports errors with tracebacks at the code's own lines",
+  async fn() {
+    const name = await runPy("a = 1\n\ndef f():\n    return missing\n\nf()");
+    assertEquals(name.ok, false);
+    assertEquals(name.error?.type, "NameError");
+    assertEquals(name.error?.message, "name 'missing' is not defined");
+    assertMatch(name.error?.traceback ?? "", /File "code\.py", line 6, in <module>/);
+    assertMatch(name.error?.traceback ?? "", /File "code\.py", line 4, in f/);
+    assert(!/_pyodide|pyodide\/|<sandbox>/.test(name.error?.traceback ?? ""));
+
+    const zero = await runPy("x = 1\ny = x / 0");
+    assertEquals(zero.error?.type, "ZeroDivisionError");
+    assertMatch(zero.error?.traceback ?? "", /line 2/);
+
+    const syntax = await runPy("x = 1\ny = (x +\n");
+    assertEquals(syntax.error?.type, "SyntaxError");
+    assertMatch(syntax.error?.message ?? "", /code\.py, line 2/);
+  },
+});
+
+Deno.test({
+  name: "PyChild.run() refuses imports outside the allowlist and never allows js",
+  async fn() {
+    const os = await runPy("import os");
+    assertEquals(os.error?.type, "ImportError");
+    assertMatch(
+      os.error?.message ?? "",
+      /^Import of os is not allowed: allowed imports are .*collections, .*datetime/,
+    );
+    for (
+      const code of [
+        "import js",
+        "import pyodide_js",
+        "from pyodide.ffi import to_js",
+        "__import__('js')",
+      ]
+    ) {
+      const result = await runPy(code, {}, { allowedImports: "*" });
+      assertEquals(result.error?.type, "ImportError", code);
+      assertMatch(result.error?.message ?? "", /is not allowed/, code);
+    }
+    const all = await runPy("import os\nos.sep", {}, { allowedImports: "*" });
+    assertEquals(all.returnValue, "/");
+    const indirect = await runPy("import json\njson.dumps({'a': 1})");
+    assertEquals(indirect.returnValue, '{"a": 1}');
+  },
+});
+
+Deno.test({
+  name: "PyChild.run() makes stdin raise a clear error",
+  async fn() {
+    for (const code of ["input('name? ')", "import sys\nsys.stdin.readline()"]) {
+      const result = await runPy(code, {}, { allowedImports: [...DEFAULT_PYTHON_IMPORTS, "sys"] });
+      assertEquals(result.error?.type, "OSError", code);
+      assertEquals(
+        result.error?.message,
+        "stdin is not available in the sandbox: pass data in the code or through tools",
+      );
+    }
+  },
+});
+
+/** Reaches the worker's JavaScript globals through allowed modules, bypassing the import hook. */
+const JS = 'import random\njs = random._os.sys.modules["importlib"].import_module("js")\n';
+const FUNCTION =
+  'import random\nF = random._os.sys.modules["pyodide.ffi"].to_js([]).constructor.constructor\n';
+
+Deno.test({
+  name: "PyChild: escapes through JavaScript are stopped by the process permissions",
+  async fn() {
+    const canary = join(await Deno.makeTempDir({ prefix: "ce-py-canary-" }), "written");
+    let requests = 0;
+    const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, () => {
+      requests++;
+      return new Response("reached");
+    });
+    try {
+      const port = server.addr.port;
+      const cases = [
+        `${JS}js.Deno.readTextFileSync("/etc/passwd")`,
+        `${FUNCTION}F('return Deno.readTextFileSync("/etc/passwd")')()`,
+        `import random\nimportlib = random._os.sys.modules["importlib"]\nimportlib.import_module("js").Deno.readTextFileSync("/etc/passwd")`,
+        `${JS}js.Deno.env.toObject()`,
+        `${JS}js.Deno.Command.new("/usr/bin/id").outputSync()`,
+        `${JS}js.Deno.writeTextFileSync(${JSON.stringify(canary)}, "x")`,
+        `${JS}await js.fetch("http://127.0.0.1:${port}/")`,
+        `${FUNCTION}await F('return fetch("http://127.0.0.1:${port}/")')()`,
+        `${FUNCTION}await F('return import("npm:is-odd")')()`,
+        `import random\nrun_js = random._os.sys.modules["pyodide.code"].run_js\nawait run_js('import("node:child_process").then(m => m.execSync("id"))')`,
+      ];
+      for (const code of cases) {
+        const result = await runPy(code, { timeoutMs: 10_000 });
+        assertEquals(result.ok, false, `${code} succeeded: ${JSON.stringify(result.returnValue)}`);
+        assert(!/root:|uid=/.test(JSON.stringify(result)), code);
+        assertMatch(
+          `${result.error?.type}: ${result.error?.message}`,
+          /NotCapable|PermissionDenied|Requires|not allowed|denied|unsupported scheme|npm/i,
+          code,
+        );
+      }
+      assertEquals(requests, 0, "the loopback server was reached");
+      assert(!(await Deno.stat(canary).then(() => true, () => false)), "the canary was written");
+    } finally {
+      await server.shutdown();
+      await Deno.remove(join(canary, ".."), { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "PyChild: Python cannot write frames to the child's stdout",
+  async fn() {
+    const direct = await runPy(`${JS}js.Deno.stdout.writeSync(js.Uint8Array.new(b"x\\n"))`);
+    assertEquals(direct.ok, false);
+    assertMatch(direct.error?.message ?? "", /Bad resource/i);
+    const log = await runPy(`${JS}js.console.log("via console")\n1`);
+    assertEquals(log.stdout, "via console\n");
+    // Raw descriptor writes cannot be closed off inside the worker; without the nonce the host
+    // rejects them.
+    const raw = await runPy(
+      `${FUNCTION}fs = await F('return import("node:fs")')()\nfs.writeSync(1, "forged\\n")`,
+    );
+    assertEquals(raw.ok, false);
+    assertEquals(raw.error?.type, "SandboxProtocolError");
+  },
+});
+
+async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => "");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+Deno.test({
+  name: "PyChild.run() stops runaway code by timeoutMs plus the grace period",
+  async fn() {
+    const cases: Array<[string, RegExp | undefined]> = [
+      ["x = 0\nwhile True:\n    x += 1", /File "code\.py", line [23], in <module>/],
+      ["sum(range(10**12))", undefined],
+      [
+        "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass",
+        undefined,
+      ],
+      ["import time\ntime.sleep(100)", /File "code\.py", line 2, in <module>\n {4}time\.sleep/],
+      ["import asyncio\nawait asyncio.sleep(100)", /line 2/],
+    ];
+    for (const [code, traceback] of cases) {
+      const result = await runPy(code, { timeoutMs: 1_500 });
+      assertEquals(result.ok, false, code);
+      assertEquals(result.error?.type, "TimeoutError", code);
+      assertMatch(result.error?.message ?? "", /timed out after 1500 ms/);
+      assert(result.durationMs < 2_500, `${code} took ${result.durationMs} ms`);
+      if (traceback) assertMatch(result.error?.traceback ?? "", traceback, code);
+    }
+  },
+});
+
+Deno.test({
+  name: "PyChild: time.sleep() does not burn CPU",
+  async fn() {
+    await withChild({}, async (child) => {
+      const running = child.run("import time\ntime.sleep(1.5)\n'slept'", LIMITS);
+      await new Promise((r) => setTimeout(r, 300));
+      const before = await cpuSeconds(child.pid);
+      await new Promise((r) => setTimeout(r, 1_000));
+      const used = (await cpuSeconds(child.pid)) - before;
+      const result = await running;
+      assertEquals(result.returnValue, "slept");
+      assert(used < 0.3, `the sleeping child used ${used} s of CPU in 1 s`);
+    });
+  },
+});
+
+Deno.test({
+  name: "PyChild.run() stops memory bombs and print floods",
+  async fn() {
+    const bomb = await runPy("x = []\nwhile True:\n    x.append(bytearray(10**6))", {
+      timeoutMs: 2_000,
+    }, { memoryMb: 400 });
+    assertEquals(bomb.ok, false);
+    assertMatch(bomb.error?.type ?? "", /MemoryLimitError|MemoryError|TimeoutError/);
+    assert(bomb.durationMs < 3_000, `the memory bomb took ${bomb.durationMs} ms`);
+
+    const flood = await runPy("while True:\n    print('x' * 1000)", {
+      timeoutMs: 2_000,
+      maxOutputBytes: 50 * 1024 * 1024,
+    });
+    assertEquals(flood.ok, false);
+    assertMatch(flood.error?.type ?? "", /OutputLimitError|TimeoutError/);
+    assert(flood.durationMs < 3_000, `the print flood took ${flood.durationMs} ms`);
+
+    const capped = await runPy("for i in range(10**6):\n    print(i)", { maxOutputBytes: 1000 });
+    assertEquals(capped.error?.type, "OutputLimitError");
+    assertEquals(capped.truncated, true);
+    assertEquals(new TextEncoder().encode(capped.stdout).length, 1000);
+  },
+});
+
+Deno.test({
+  name: "PyChild: each child starts with a fresh interpreter",
+  async fn() {
+    const first = await runPy(
+      "import builtins\nbuiltins.len = lambda x: 42\nsecret = 1\nlen([])",
+      {},
+      {
+        allowedImports: "*",
+      },
+    );
+    assertEquals(first.returnValue, 42);
+    const second = await runPy("[len([1, 2]), 'secret' in globals()]");
+    assertEquals(second.returnValue, [2, false]);
+    // The snapshot must not hand every child the same random state.
+    const draws = await Promise.all([1, 2].map(() => runPy("import random\nrandom.random()")));
+    assert(draws[0].returnValue !== draws[1].returnValue, "two children drew the same number");
+  },
+});
+
+Deno.test({
+  name: "PyChild with session keeps globals across runs",
+  async fn() {
+    await withChild({ session: true }, async (child) => {
+      const first = await child.run("x = 41\nprint('set')", LIMITS);
+      assertEquals(first.stdout, "set\n");
+      const second = await child.run("x + 1", LIMITS);
+      assertEquals(second.returnValue, 42);
+      const failed = await child.run("x / 0", LIMITS);
+      assertEquals(failed.error?.type, "ZeroDivisionError");
+      const interrupted = await child.run("while True:\n    x += 1", { ...LIMITS, timeoutMs: 800 });
+      assertEquals(interrupted.error?.type, "TimeoutError");
+      const after = await child.run("x > 42", LIMITS);
+      assertEquals(after.returnValue, true);
+      const killed = await child.run("sum(range(10**12))", { ...LIMITS, timeoutMs: 500 });
+      assertEquals(killed.error?.type, "TimeoutError");
+      const ended = await child.run("x", LIMITS);
+      assertEquals(ended.error?.type, "SessionEnded");
+    });
+  },
+});
+
+Deno.test({
+  name: "PyChild.run() sends tool calls as call frames and raises ToolError",
+  async fn() {
+    const frames: Array<Record<string, unknown>> = [];
+    const onRequest = (frame: Record<string, unknown>) => {
+      frames.push(frame);
+      if (frame.op === "call" && frame.name === "mcp__s__broken") {
+        return Promise.resolve({ ok: false, error: { type: "ToolError", message: "it broke" } });
+      }
+      if (frame.op === "call" && frame.name === "mcp__s__denied") {
+        return Promise.resolve({
+          ok: false,
+          error: { type: "ToolPolicyError", message: "not in allowedTools" },
+        });
+      }
+      return Promise.resolve({ ok: true, value: { echo: frame } });
+    };
+    const code = [
+      'a = await call_mcp_tool("mcp__s__t", {"n": 1})',
+      "b = await tools.everything.get_sum(a=1, b=2)",
+      'h = await tools["my-server"]["tool.name"]({"q": "x"})',
+      'c = await discover_mcp_tools(search="x")',
+      'd = await search_tools("files", limit=3)',
+      'e = await get_tool_schema("mcp__s__t")',
+      "try:",
+      '    await call_mcp_tool("mcp__s__broken")',
+      "except ToolError as error:",
+      "    f = str(error)",
+      "try:",
+      '    await call_mcp_tool("mcp__s__denied")',
+      "except ToolCallError as error:",
+      "    g = [type(error).__name__, str(error)]",
+      '[a["echo"]["args"], b["echo"]["tool"], c["echo"]["op"], d["echo"]["limit"], e["echo"]["op"], f, g]',
+    ].join("\n");
+    const result = await runPy(code, { onRequest });
+    assertEquals(result.error, undefined);
+    assertEquals(result.returnValue, [{ n: 1 }, "get_sum", "discover", 3, "schema", "it broke", [
+      "ToolPolicyError",
+      "not in allowedTools",
+    ]]);
+    assertEquals(frames[0], {
+      t: "call",
+      id: frames[0].id,
+      op: "call",
+      name: "mcp__s__t",
+      args: { n: 1 },
+    });
+    assertEquals(frames[1], {
+      t: "call",
+      id: frames[1].id,
+      op: "proxy",
+      server: "everything",
+      tool: "get_sum",
+      args: { a: 1, b: 2 },
+    });
+    assertEquals(frames[2], {
+      t: "call",
+      id: frames[2].id,
+      op: "proxy",
+      server: "my-server",
+      tool: "tool.name",
+      args: { q: "x" },
+    });
+
+    const uncaught = await runPy('x = 1\nawait call_mcp_tool("mcp__s__broken")', { onRequest });
+    assertEquals(uncaught.error?.type, "ToolError");
+    assertEquals(uncaught.error?.message, "it broke");
+    assertMatch(uncaught.error?.traceback ?? "", /File "code\.py", line 2, in <module>/);
+    assert(!/<sandbox>/.test(uncaught.error?.traceback ?? ""));
+
+    const none = await runPy('await call_mcp_tool("mcp__s__t")');
+    assertEquals(none.error?.type, "ToolCallError");
+
+    // A call the host never answers is interrupted at the deadline, without waiting for SIGKILL.
+    const stuck = await runPy('print("calling")\nawait call_mcp_tool("mcp__s__slow")', {
+      timeoutMs: 1_000,
+      graceMs: 5_000,
+      onRequest: () => new Promise(() => {}),
+    });
+    assertEquals(stuck.error?.type, "TimeoutError");
+    assertEquals(stuck.stdout, "calling\n");
+    assertMatch(stuck.error?.traceback ?? "", /File "code\.py", line 2, in <module>/);
+    assert(stuck.durationMs < 4_000, `the stuck call took ${stuck.durationMs} ms`);
+  },
+});
