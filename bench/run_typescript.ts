@@ -228,6 +228,8 @@ async function startServer(warmPool: number): Promise<BenchServer> {
     DENO_DIR: callerDenoDir(),
     CODE_EXECUTOR_LOG_LEVEL: "warn",
     CODE_EXECUTOR_WARM_POOL: String(warmPool),
+    // Python would build its snapshot and boot its own pool in the background of this run.
+    PYTHON_ENABLED: "false",
   };
   const transport = new StdioClientTransport({
     command: Deno.execPath(),

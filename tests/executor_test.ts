@@ -207,3 +207,13 @@ Deno.test("Executor.runTypescript() reports a missing deno executable as a clear
     assertMatch(result.error?.message ?? "", /sandbox\.denoPath/);
   });
 });
+
+Deno.test("Executor.runTypescript() captures raw stderr written just before the result", async () => {
+  await withExecutor({}, async (executor) => {
+    const result = await executor.runTypescript(
+      'Deno.stderr.writeSync(new TextEncoder().encode("raw line\\n"));\nreturn 1;',
+    );
+    assertEquals(result.stderr, "raw line\n");
+    assertEquals(result.returnValue, 1);
+  });
+});

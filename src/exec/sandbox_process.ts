@@ -56,6 +56,11 @@ export interface ExecuteOptions extends RunLimits {
   interruptGraceMs?: number;
   /** Keep the process after its result (a session); otherwise it is expected to exit. */
   keepAlive?: boolean;
+  /**
+   * The child writes `\0<nonce>\0` to its stderr just before its result: once that is read,
+   * all of its stderr is, and the child can be killed without waiting for it to exit.
+   */
+  stderrMark?: boolean;
   /** How the language prints, for the error when code writes to stdout directly. */
   printHint: string;
   /** Rewrites error positions to the code's own lines. */
@@ -110,11 +115,14 @@ export class SandboxProcess {
   #stderr: OutputCapture | undefined;
   #onStderrOverflow: (() => void) | undefined;
   #stderrDone: Promise<void>;
+  #stderrMark: string;
+  #marked = Promise.withResolvers<void>();
   /** The secret every frame from the child starts with; send it in the `init` frame. */
   readonly nonce: string;
 
   private constructor(process: Deno.ChildProcess, dir: string, spec: SandboxProcessSpec) {
     this.nonce = randomNonce();
+    this.#stderrMark = `\0${this.nonce}\0`;
     this.#process = process;
     this.#dir = dir;
     this.#log = spec.log;
@@ -191,16 +199,38 @@ export class SandboxProcess {
 
   async #pumpStderr(): Promise<void> {
     const decoder = new TextDecoder();
+    const mark = this.#stderrMark;
+    let held = "";
     try {
       for await (const chunk of this.#process.stderr) {
-        const text = decoder.decode(chunk, { stream: true });
-        if (this.#stderr) {
-          if (!this.#stderr.add(text)) this.#onStderrOverflow?.();
-        } else this.#log.debug(`sandbox ${this.#process.pid} stderr: ${text.trimEnd()}`);
+        let text = held + decoder.decode(chunk, { stream: true });
+        held = "";
+        const at = text.indexOf(mark);
+        if (at >= 0) {
+          this.#deliverStderr(text.slice(0, at));
+          this.#marked.resolve();
+          text = text.slice(at + mark.length);
+        } else {
+          // Hold back what may be the start of a mark split across chunks.
+          const zero = text.lastIndexOf("\0");
+          if (zero >= 0 && mark.startsWith(text.slice(zero))) {
+            held = text.slice(zero);
+            text = text.slice(0, zero);
+          }
+        }
+        this.#deliverStderr(text);
       }
+      this.#deliverStderr(held);
     } catch {
       // The pipe closes when the child dies; nothing more to read.
     }
+  }
+
+  #deliverStderr(text: string): void {
+    if (text === "") return;
+    if (this.#stderr) {
+      if (!this.#stderr.add(text)) this.#onStderrOverflow?.();
+    } else this.#log.debug(`sandbox ${this.#process.pid} stderr: ${text.trimEnd()}`);
   }
 
   /** Kills the process at once (SIGKILL). */
@@ -222,6 +252,7 @@ export class SandboxProcess {
    */
   async execute(exec: Record<string, unknown>, options: ExecuteOptions): Promise<ExecutionResult> {
     const started = performance.now();
+    this.#marked = Promise.withResolvers<void>();
     const stdout = new OutputCapture(options.maxOutputBytes);
     const stderr = new OutputCapture(options.maxOutputBytes);
     this.#stderr = stderr;
@@ -295,7 +326,10 @@ export class SandboxProcess {
           break;
         }
       }
-      if (result && !options.keepAlive && !failure) {
+      if (result && !failure && options.stderrMark) {
+        // Everything written to stderr before the mark has been read once the mark has.
+        await Promise.race([this.#marked.promise, this.#stderrDone]);
+      } else if (result && !options.keepAlive && !failure) {
         // Let the child exit by itself, so that what it wrote to stderr last is captured.
         let wait: ReturnType<typeof setTimeout> | undefined;
         await Promise.race([this.#status, new Promise((r) => wait = setTimeout(r, EXIT_GRACE_MS))]);
@@ -303,9 +337,13 @@ export class SandboxProcess {
       }
       if (!result || !options.keepAlive || failure) {
         this.kill();
-        const status = await this.#status;
-        await this.#stderrDone;
-        if (!result && !failure) failure = this.#crashError(status, stderr.text);
+        // With the stderr mark read there is nothing left to wait for: the process dies (3-4 ms
+        // later) while the response goes out, and dispose() waits for it.
+        if (!result || failure || !options.stderrMark) {
+          const status = await this.#status;
+          await this.#stderrDone;
+          if (!result && !failure) failure = this.#crashError(status, stderr.text);
+        }
       }
     } finally {
       clearTimeout(timer);

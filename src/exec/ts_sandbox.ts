@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { Buffer } from "node:buffer";
 import { join } from "node:path";
 import type { Logger } from "../log.ts";
 import type { ExecutionErrorInfo, ExecutionResult } from "./result.ts";
@@ -175,9 +176,11 @@ export class TsChild {
     if (this.#used) throw new Error("Cannot run code in a sandbox child twice: it is single-use");
     this.#used = true;
     await this.#ready;
-    return await this.#process.execute({ t: "exec", source: wrapped.source }, {
+    const base64 = Buffer.from(wrapped.source, "utf8").toString("base64");
+    return await this.#process.execute({ t: "exec", base64 }, {
       ...limits,
       printHint: "console.log",
+      stderrMark: true,
       cleanError: (error) => cleanError(error, wrapped.lineOffset),
       cleanStderr: (text) => cleanTrace(text, wrapped.lineOffset),
     });
