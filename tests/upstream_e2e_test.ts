@@ -685,3 +685,36 @@ Deno.test("a Streamable HTTP upstream that restarts is reconnected to with a new
     await Deno.remove(home, { recursive: true });
   }
 });
+
+Deno.test("run_typescript enforces tools.maxCallsPerExecution and tools.callsPerMinutePerServer", async () => {
+  const home = await Deno.makeTempDir({ prefix: "ce-upstream-home-" });
+  try {
+    const config = await writeConfig(home, {
+      everything: { command: DENO, args: ["run", "-A", EVERYTHING] },
+    });
+    const server = await startServer({
+      args: ["--config", config],
+      env: serverEnv(home),
+      settings: { tools: { maxCallsPerExecution: 3, callsPerMinutePerServer: 5 } },
+    });
+    try {
+      const echo = 'await callMCPTool("mcp__everything__echo", { message: "x" });';
+      const capped = await server.runTs(`${echo}\n${echo}\n${echo}\n${echo}`);
+      assertFails(capped, "ToolPolicyError", /made 3 tool calls \(tools\.maxCallsPerExecution\)/);
+      assertEquals(capped.toolCalls.map((c) => c.ok), [true, true, true, false]);
+
+      // Three calls were made in the first run; the limit of five per minute stops the sixth.
+      const limited = await server.runTs(`${echo}\n${echo}\n${echo}`);
+      assertFails(
+        limited,
+        "RateLimitError",
+        /server "everything" allows 5 calls per minute \(tools\.callsPerMinutePerServer\); retry in \d+ s/,
+      );
+      assertEquals(limited.toolCalls.map((c) => c.ok), [true, true, false]);
+    } finally {
+      await closeAndCheck(server, home, []);
+    }
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});
