@@ -4,12 +4,24 @@
  *
  * @module
  */
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Logger } from "../log.ts";
+// Importing the package's manifest makes Deno install the package with the program (a fresh
+// clone's `deno task start` fetches it), and tells where it landed.
+import pyodideManifest from "pyodide/package.json" with { type: "json" };
 
 /** The pinned version of the npm package `pyodide` (Python 3.14, standard library only). */
-export const PYODIDE_VERSION = "314.0.7";
+export const PYODIDE_VERSION: string = pyodideManifest.version;
+
+function installedDir(): string | undefined {
+  try {
+    const url = import.meta.resolve("pyodide/package.json");
+    return url.startsWith("file:") ? dirname(fileURLToPath(url)) : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** The files a Python child reads from the package. */
 const PACKAGE_FILES = [
@@ -75,6 +87,8 @@ export function pyodideCandidates(options: FindPyodideOptions = {}): string[] {
   const roots = options.projectRoots ??
     [fileURLToPath(new URL("../../", import.meta.url)), Deno.cwd()];
   const out: string[] = [];
+  const installed = options.projectRoots ? undefined : installedDir();
+  if (installed) out.push(installed);
   for (const root of roots) {
     out.push(join(root, "node_modules", ".deno", `pyodide@${version}`, "node_modules", "pyodide"));
     out.push(join(root, "node_modules", "pyodide"));
