@@ -5,9 +5,12 @@
  *
  * Protocol with the host (JSON lines, the same frames as `ts_runner.ts`):
  * - host → controller on stdin: `{"t":"init","nonce","indexDir","indexUrl","workerPath","workerUrl",
- *   "snapshotPath"?,"session"?,"allowedImports"}`, then `{"t":"exec","source"}` (several in a session),
- *   `{"t":"reply","id","ok","value"|"error"}` and `{"t":"interrupt"}`.
- * - controller → host on stdout: `<nonce> {"t":"ready","bootMs","fromSnapshot","snapshotError"?}`,
+ *   "snapshotPath"?,"session"?,"allowedImports","wheels"?}` (`wheels`: `[{"name","data"}]`, the
+ *   files' bytes in base64, read by the host since this process may not read them), then
+ *   `{"t":"exec","source"}` (several in a session), `{"t":"reply","id","ok","value"|"error"}` and
+ *   `{"t":"interrupt"}`.
+ * - controller → host on stdout:
+ *   `<nonce> {"t":"ready","bootMs","fromSnapshot","snapshotError"?,"wheelErrors"?}`,
  *   `<nonce> {"t":"out","s","d"}`, `<nonce> {"t":"call","id","op",...}` and one
  *   `<nonce> {"t":"result",...}` per exec. A child that cannot boot sends `{"t":"fatal","message"}`.
  * - snapshot mode (`{"t":"init","nonce","mode":"snapshot","snapshotOut",...}`, run with write
@@ -64,10 +67,35 @@ async function readFrame(): Promise<Record<string, unknown> | null> {
       if (line.trim() === "") continue;
       return parse(line);
     }
-    const n = await stdinRead(readBuffer);
-    if (n === null) return null;
-    pending += decoder.decode(readBuffer.subarray(0, n), { stream: true });
+    // Only new chunks are searched: an init frame with wheels can be megabytes long.
+    const chunks = [pending];
+    while (true) {
+      const n = await stdinRead(readBuffer);
+      if (n === null) return null;
+      const chunk = decoder.decode(readBuffer.subarray(0, n), { stream: true });
+      chunks.push(chunk);
+      if (chunk.includes("\n")) break;
+    }
+    pending = chunks.join("");
   }
+}
+
+/** Decodes the wheels of the init frame; a malformed entry is reported, not fatal. */
+function decodeWheels(raw: unknown): {
+  wheels: Array<{ name: string; bytes: Uint8Array }>;
+  errors: string[];
+} {
+  const wheels: Array<{ name: string; bytes: Uint8Array }> = [];
+  const errors: string[] = [];
+  for (const wheel of Array.isArray(raw) ? raw : []) {
+    const name = text(wheel?.name, 300) ?? "a wheel without a name";
+    try {
+      wheels.push({ name, bytes: Uint8Array.fromBase64(String(wheel?.data)) });
+    } catch (error) {
+      errors.push(`Cannot install ${name}: ${(error as Error).message}`);
+    }
+  }
+  return { wheels, errors };
 }
 
 function text(value: unknown, max: number): string | undefined {
@@ -182,6 +210,16 @@ async function main(): Promise<void> {
     }
   }
 
+  const { wheels, errors: wheelErrors } = snapshotMode
+    ? { wheels: [], errors: [] }
+    : decodeWheels(init.wheels);
+  delete init.wheels;
+  const readyWheelErrors = (reported: unknown) => {
+    const all = [...wheelErrors, ...(Array.isArray(reported) ? reported : [])]
+      .map((error) => text(error, 2000)).filter((error) => error !== undefined).slice(0, 20);
+    return all.length > 0 ? all : undefined;
+  };
+
   const worker = new Worker(String(init.workerUrl), {
     type: "module",
     name: "python",
@@ -246,6 +284,7 @@ async function main(): Promise<void> {
           bootMs: typeof message.bootMs === "number" ? Math.round(message.bootMs) : undefined,
           fromSnapshot: message.fromSnapshot === true,
           snapshotError: snapshotError ?? text(message.snapshotError, 2000),
+          wheelErrors: readyWheelErrors(message.wheelErrors),
         });
         break;
       case "snapshot":
@@ -269,7 +308,10 @@ async function main(): Promise<void> {
     }
   };
 
-  const transfer = snapshot ? [snapshot.buffer as ArrayBuffer] : [];
+  const transfer = [
+    ...(snapshot ? [snapshot.buffer as ArrayBuffer] : []),
+    ...wheels.map((wheel) => wheel.bytes.buffer as ArrayBuffer),
+  ];
   worker.postMessage({
     t: "boot",
     indexDir,
@@ -278,6 +320,7 @@ async function main(): Promise<void> {
     makeSnapshot: snapshotMode,
     interrupt,
     allowedImports: init.allowedImports ?? [],
+    wheels,
   }, transfer);
   // The snapshot builder's stdin is closed after init; the Worker decides when it ends.
   if (snapshotMode) return;

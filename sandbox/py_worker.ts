@@ -5,8 +5,9 @@
  *
  * Messages (structured clone, never trusted by the controller):
  * - controller → worker: `{t:"boot", indexDir, indexUrl, snapshot?, makeSnapshot, interrupt,
- *   allowedImports}`, then `{t:"exec", source}`, `{t:"reply", id, body}` and `{t:"interrupt"}`.
- * - worker → controller: `{t:"ready", bootMs, fromSnapshot, snapshotError?}` (or
+ *   allowedImports, wheels}` (`wheels`: `[{name, bytes}]`), then `{t:"exec", source}`,
+ *   `{t:"reply", id, body}` and `{t:"interrupt"}`.
+ * - worker → controller: `{t:"ready", bootMs, fromSnapshot, snapshotError?, wheelErrors?}` (or
  *   `{t:"snapshot", bytes}` when asked to make one), `{t:"out", s, d}`,
  *   `{t:"call", id, op, payload}` (payload is JSON text) and `{t:"result", body}` (JSON text).
  *
@@ -358,6 +359,7 @@ interface Pyodide {
   setInterruptBuffer(buffer: Int32Array): void;
   checkInterrupt(): void;
   makeMemorySnapshot(): Uint8Array;
+  unpackArchive(buffer: Uint8Array, format: string, options?: { extractDir?: string }): void;
 }
 
 type LoadPyodide = (options: Record<string, unknown>) => Promise<Pyodide>;
@@ -554,9 +556,49 @@ async function boot(message: Record<string, unknown>): Promise<void> {
   pyodide.setStdout(writer("stdout"));
   pyodide.setStderr(writer("stderr"));
   pyodide.setStdin({ error: true });
+  const wheelErrors = installWheels(pyodide, message.wheels);
+  delete message.wheels;
   sandbox = pyodide.pyimport("_sandbox") as SandboxModule;
   sandbox.attach({ sleep, request }, JSON.stringify(message.allowedImports ?? []));
-  post({ t: "ready", bootMs: performance.now() - started, fromSnapshot, snapshotError });
+  post({
+    t: "ready",
+    bootMs: performance.now() - started,
+    fromSnapshot,
+    snapshotError,
+    wheelErrors: wheelErrors.length > 0 ? wheelErrors : undefined,
+  });
+}
+
+/**
+ * Unpacks the admin's wheels into site-packages. They are applied to every interpreter after
+ * boot, never baked into the snapshot, so changing them does not rebuild it. A wheel that cannot
+ * be unpacked is reported and left out (what it had unpacked may stay): the interpreter works
+ * without it, and the host logs why.
+ *
+ * @returns One message per wheel that failed.
+ */
+function installWheels(target: Pyodide, wheels: unknown): string[] {
+  if (!Array.isArray(wheels) || wheels.length === 0) return [];
+  const errors: string[] = [];
+  const sitePackages = String(target.runPython("__import__('site').getsitepackages()[0]"));
+  for (const wheel of wheels as Array<{ name?: unknown; bytes?: unknown }>) {
+    const name = String(wheel?.name);
+    try {
+      if (!(wheel?.bytes instanceof Uint8Array)) throw new TypeError("no bytes were received");
+      target.unpackArchive(wheel.bytes, "wheel", { extractDir: sitePackages });
+    } catch (error) {
+      // A Python error's message is its whole traceback; its last line says what failed.
+      const last = describe(error).trim().split("\n").at(-1)?.trim();
+      errors.push(`Cannot install ${name}: ${last}`);
+    }
+  }
+  // The import system notices new entries by the directory's mtime, which may not have ticked.
+  target.runPython(
+    `(lambda f: f and f.invalidate_caches())(__import__('sys').path_importer_cache.get(${
+      JSON.stringify(sitePackages)
+    }))`,
+  );
+  return errors;
 }
 
 function runPrelude(target: Pyodide): void {

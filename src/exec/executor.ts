@@ -20,6 +20,7 @@ import { ExecutionRefusedError, type ExecutionResult } from "./result.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { ToolBridge } from "./tool_bridge.ts";
 import { PyChild, type PyChildOptions } from "./py_sandbox.ts";
+import { readWheels } from "./py_wheels.ts";
 import { ensurePyodideSnapshot, findPyodideDir } from "./pyodide.ts";
 import { CHILD_DIR_PREFIX, type RunLimits } from "./sandbox_process.ts";
 import { SessionStore } from "./sessions.ts";
@@ -287,6 +288,7 @@ export class Executor {
       const hostPath = await sandboxFile("py_host.ts", sandboxDir);
       const workerPath = await sandboxFile("py_worker.ts", sandboxDir);
       const pyodideDir = await findPyodideDir();
+      const wheels = await readWheels(python.wheelDirs, { log: this.#log });
       const snapshotPath = await ensurePyodideSnapshot({
         denoPath: this.#base.denoPath,
         hostPath,
@@ -308,6 +310,7 @@ export class Executor {
         denoDir: this.#base.denoDir,
         memoryMb: python.memoryMb,
         allowedImports: python.allowedImports,
+        wheels,
         log: this.#log,
       };
       const pool = new WarmPool(python.warmPool, async () => {

@@ -8,6 +8,7 @@
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { Logger } from "../log.ts";
+import { type LocalWheel, wheelModules } from "./py_wheels.ts";
 import type { ExecutionResult } from "./result.ts";
 import { type RunLimits, SandboxProcess } from "./sandbox_process.ts";
 
@@ -70,6 +71,11 @@ export interface PyChildOptions {
   session?: boolean;
   /** Top-level modules user code may import, or `"*"`; {@linkcode DEFAULT_PYTHON_IMPORTS} by default. */
   allowedImports?: readonly string[] | "*";
+  /**
+   * Pure-Python wheels to unpack into site-packages at boot, from `readWheels`; their top-level
+   * modules are added to `allowedImports`.
+   */
+  wheels?: readonly LocalWheel[];
   /** Where to report problems. */
   log: Logger;
 }
@@ -91,11 +97,47 @@ export interface PyBootInfo {
   fromSnapshot: boolean;
   /** Why the snapshot was not used, when it was given and failed. */
   snapshotError?: string;
+  /** Wheels that could not be unpacked, and why; the child runs without them. */
+  wheelErrors?: string[];
 }
 
 const DEFAULT_GRACE_MS = 500;
 
 let snapshotWarned = false;
+const wheelWarned = new Set<string>();
+
+/** A wheel as the `init` frame carries it, and the modules it adds to the allowed imports. */
+interface WheelFrame {
+  name: string;
+  data: string;
+  modules: string[];
+}
+
+/** Every child of a runtime gets the same wheels: encode each once. */
+const wheelFrames = new WeakMap<Uint8Array, WheelFrame>();
+
+function wheelFrame(wheel: LocalWheel): WheelFrame {
+  let frame = wheelFrames.get(wheel.bytes);
+  if (!frame || frame.name !== wheel.name) {
+    let modules: string[];
+    try {
+      modules = wheelModules(wheel.bytes);
+    } catch (error) {
+      throw new SyntaxError(`Cannot use the wheel ${wheel.name}: ${(error as Error).message}`);
+    }
+    frame = { name: wheel.name, data: wheel.bytes.toBase64(), modules };
+    wheelFrames.set(wheel.bytes, frame);
+  }
+  return frame;
+}
+
+function withWheelModules(
+  allowed: readonly string[] | "*",
+  wheels: readonly WheelFrame[],
+): readonly string[] | "*" {
+  if (allowed === "*" || wheels.length === 0) return allowed;
+  return [...new Set([...allowed, ...wheels.flatMap((wheel) => wheel.modules)])];
+}
 
 /**
  * A Python sandbox child. Used for one run and then disposed, or for several runs with
@@ -121,7 +163,7 @@ export class PyChild {
   #boot: PyBootInfo | undefined;
   #fatal: string | undefined;
 
-  private constructor(process: SandboxProcess, opts: PyChildOptions) {
+  private constructor(process: SandboxProcess, opts: PyChildOptions, wheels: WheelFrame[]) {
     this.#process = process;
     this.#log = opts.log;
     this.#session = opts.session === true;
@@ -135,7 +177,8 @@ export class PyChild {
       workerUrl: pathToFileURL(opts.workerPath).href,
       snapshotPath: opts.snapshotPath,
       session: this.#session,
-      allowedImports: opts.allowedImports ?? DEFAULT_PYTHON_IMPORTS,
+      allowedImports: withWheelModules(opts.allowedImports ?? DEFAULT_PYTHON_IMPORTS, wheels),
+      wheels: wheels.map(({ name, data }) => ({ name, data })),
     }).catch(() => {});
   }
 
@@ -145,8 +188,10 @@ export class PyChild {
    * @param opts Locations, limits and mode.
    * @returns The started child.
    * @throws {Deno.errors.NotFound} When the `deno` executable cannot be found.
+   * @throws {SyntaxError} When a wheel is not a zip archive with a `.dist-info` directory.
    */
   static async spawn(opts: PyChildOptions): Promise<PyChild> {
+    const wheels = (opts.wheels ?? []).map(wheelFrame);
     const read = [opts.pyodideDir, opts.workerPath];
     if (opts.snapshotPath) read.push(opts.snapshotPath);
     const process = await SandboxProcess.start({
@@ -165,7 +210,7 @@ export class PyChild {
         opts.hostPath,
       ],
     });
-    return new PyChild(process, opts);
+    return new PyChild(process, opts, wheels);
   }
 
   /** The child's process id. */
@@ -209,6 +254,15 @@ export class PyChild {
       if (!snapshotWarned) {
         snapshotWarned = true;
         this.#log.warn(`Python sandboxes boot without their snapshot: ${frame.snapshotError}`);
+      }
+    }
+    if (Array.isArray(frame.wheelErrors)) {
+      this.#boot.wheelErrors = frame.wheelErrors.slice(0, 20)
+        .filter((e): e is string => typeof e === "string").map((e) => e.slice(0, 2000));
+      for (const error of this.#boot.wheelErrors) {
+        if (wheelWarned.has(error)) continue;
+        wheelWarned.add(error);
+        this.#log.warn(`Python sandboxes run without a wheel of python.wheelDirs: ${error}`);
       }
     }
     return true;
