@@ -217,3 +217,13 @@ Deno.test("Executor.runTypescript() captures raw stderr written just before the 
     assertEquals(result.returnValue, 1);
   });
 });
+
+Deno.test("Executor refuses executions beyond limits.executionsPerMinute with a retry time", async () => {
+  await withExecutor({ limits: { executionsPerMinute: 2 } }, async (executor) => {
+    assertEquals((await executor.runTypescript("return 1")).ok, true);
+    assertEquals((await executor.runTypescript("return 2")).ok, true);
+    const refused = await executor.runTypescript("return 3");
+    assertEquals(refused.error?.type, "RateLimitError");
+    assertMatch(refused.error?.message ?? "", /limits\.executionsPerMinute\); retry in \d+ s/);
+  });
+});

@@ -27,6 +27,8 @@ const LimitsSchema = z.object({
   maxQueued: z.number().int().min(0).default(64),
   /** Size of the `code` argument, in bytes. */
   maxCodeBytes: positiveInt.default(1024 * 1024),
+  /** Executions started per minute, across callers; 0 is unlimited. */
+  executionsPerMinute: z.number().int().min(0).default(0),
 }).strict();
 
 const SandboxSchema = z.object({
@@ -141,6 +143,7 @@ export const ENV_OVERRIDES: ReadonlyArray<[string, string[], EnvParser]> = [
   ["CODE_EXECUTOR_MEMORY_MB", ["limits", "memoryMb"], toInt],
   ["CODE_EXECUTOR_MAX_OUTPUT_BYTES", ["limits", "maxOutputBytes"], toInt],
   ["CODE_EXECUTOR_MAX_CONCURRENT", ["limits", "maxConcurrent"], toInt],
+  ["CODE_EXECUTOR_EXECUTIONS_PER_MINUTE", ["limits", "executionsPerMinute"], toInt],
   ["CODE_EXECUTOR_WARM_POOL", ["sandbox", "warmPool"], toInt],
   ["CODE_EXECUTOR_ALLOWED_HOSTS", ["permissions", "net"], toHostList],
   ["DENO_PATH", ["sandbox", "denoPath"], (raw) => raw],

@@ -15,7 +15,7 @@ import {
   narrowPermissions,
   type RequestedPermissions,
 } from "../policy/permissions.ts";
-import { ToolPolicy } from "../policy/tool_policy.ts";
+import { RateLimiter, ToolPolicy } from "../policy/tool_policy.ts";
 import { ExecutionRefusedError, type ExecutionResult } from "./result.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { ToolBridge } from "./tool_bridge.ts";
@@ -202,6 +202,7 @@ export class Executor {
   #log: Logger;
   #hub: Hub | undefined;
   #slots: Slots;
+  #starts: RateLimiter;
   #pool: WarmPool<TsChild>;
   #base: BaseChildOptions;
   #python: Promise<PythonRuntime> | undefined;
@@ -217,6 +218,7 @@ export class Executor {
     const log = options.log;
     this.#base = base;
     this.#slots = new Slots(settings.limits.maxConcurrent, settings.limits.maxQueued);
+    this.#starts = new RateLimiter(settings.limits.executionsPerMinute);
     this.#pool = new WarmPool(settings.sandbox.warmPool, () => this.#spawn({ preload: true }), log);
     this.#sessions = new SessionStore({
       ttlMs: settings.python.sessionTtlMs,
@@ -395,6 +397,15 @@ export class Executor {
     }
     const granted = await narrowPermissions(options.permissions, this.#settings);
     const policy = new ToolPolicy(this.#settings.tools, options.allowedTools);
+    const wait = this.#starts.take("executions");
+    if (wait !== undefined) {
+      throw new ExecutionRefusedError(
+        "RateLimitError",
+        `Too many executions: the admin allows ${limits.executionsPerMinute} per minute (limits.executionsPerMinute); retry in ${
+          Math.ceil(wait / 1000)
+        } s`,
+      );
+    }
     const signal = options.signal
       ? AbortSignal.any([options.signal, this.#closing.signal])
       : this.#closing.signal;
