@@ -55,6 +55,8 @@ export async function startServer(options: StartServerOptions = {}): Promise<Ser
       join(Deno.env.get("HOME") ?? tempDir, ".cache"),
     // Tests that count sandbox children or their directories expect TypeScript ones only.
     CODE_EXECUTOR_PYTHON_WARM_POOL: "0",
+    // Keep test runs out of the real ~/.code-executor/audit.jsonl.
+    AUDIT_LOG_PATH: join(tempDir, "audit.jsonl"),
     CODE_EXECUTOR_LOG_LEVEL: "warn",
     ...options.env,
   };

@@ -10,8 +10,12 @@ async function withExecutor(
   fn: (executor: Executor, tempDir: string) => Promise<void>,
 ): Promise<void> {
   const tempDir = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-exec-" }));
-  const base = raw as { sandbox?: Record<string, unknown> };
-  const settings = resolveSettings({ ...raw, sandbox: { warmPool: 0, ...base.sandbox, tempDir } });
+  const base = raw as { sandbox?: Record<string, unknown>; python?: Record<string, unknown> };
+  const settings = resolveSettings({
+    ...raw,
+    sandbox: { warmPool: 0, ...base.sandbox, tempDir },
+    python: { warmPool: 0, ...base.python },
+  });
   const executor = await Executor.create(settings, { log: createLogger("error") });
   try {
     await fn(executor, tempDir);

@@ -10,6 +10,7 @@ import { cacheDir, Executor } from "../exec/executor.ts";
 import { createLogger } from "../log.ts";
 import { type CodeExecutorServer, createServer } from "../server/server.ts";
 import { openHub } from "../upstream/hub.ts";
+import { AuditLog, defaultAuditPath } from "../policy/audit.ts";
 
 /** Options of {@linkcode serve}. */
 export interface ServeOptions {
@@ -65,7 +66,16 @@ export async function serve(options: ServeOptions): Promise<void> {
     cacheDir: cacheDir(),
     onChange: () => live.forEach((s) => s.refresh()),
   });
-  const executor = await Executor.create(settings, { log, hub });
+  const audit = settings.audit.enabled
+    ? new AuditLog({
+      path: settings.audit.path ?? defaultAuditPath(Deno.env.toObject()),
+      maxBytes: settings.audit.maxBytes,
+      maxFiles: settings.audit.maxFiles,
+      log,
+    })
+    : undefined;
+  if (audit) log.info(`audit log: ${audit.path}`);
+  const executor = await Executor.create(settings, { log, hub, audit });
 
   let stopping: Promise<never> | undefined;
   const stop = (why: string): Promise<never> => {
@@ -74,6 +84,7 @@ export async function serve(options: ServeOptions): Promise<void> {
       await handle.close().catch(() => {});
       await executor.close();
       await hub.close();
+      await audit?.flush();
       Deno.exit(0);
     })();
     return stopping;

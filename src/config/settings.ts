@@ -79,6 +79,19 @@ const PythonSchema = z.object({
   wheelDirs: z.array(z.string().min(1)).default([]),
 }).strict();
 
+const AuditSchema = z.object({
+  /** Whether executions and tool calls are recorded. */
+  enabled: z.boolean().default(true),
+  /** The JSONL file; `~/.code-executor/audit.jsonl` when unset. */
+  path: z.string().min(1).optional(),
+  /** Size at which the file is rotated. */
+  maxBytes: positiveInt.default(10 * 1024 * 1024),
+  /** Files kept, the current one included. */
+  maxFiles: positiveInt.default(5),
+  /** Record the code itself, not only its SHA-256. */
+  includeCode: z.boolean().default(false),
+}).strict();
+
 /** The schema of the settings object, with defaults. */
 export const SettingsSchema = z.object({
   limits: LimitsSchema.prefault({}),
@@ -86,6 +99,7 @@ export const SettingsSchema = z.object({
   permissions: PermissionsSchema.prefault({}),
   tools: ToolsSchema.prefault({}),
   python: PythonSchema.prefault({}),
+  audit: AuditSchema.prefault({}),
   /** Directories under which callers may grant read or write access (`ALLOWED_PROJECTS`). */
   allowedProjects: z.array(z.string().min(1)).default([]),
 }).strict();
@@ -148,6 +162,8 @@ export const ENV_OVERRIDES: ReadonlyArray<[string, string[], EnvParser]> = [
   ["CODE_EXECUTOR_ALLOWED_HOSTS", ["permissions", "net"], toHostList],
   ["DENO_PATH", ["sandbox", "denoPath"], (raw) => raw],
   ["PYTHON_ENABLED", ["python", "enabled"], toBool],
+  ["ENABLE_AUDIT_LOG", ["audit", "enabled"], toBool],
+  ["AUDIT_LOG_PATH", ["audit", "path"], (raw) => raw],
   ["CODE_EXECUTOR_PYTHON_WARM_POOL", ["python", "warmPool"], toInt],
 ];
 

@@ -15,6 +15,7 @@ import {
   narrowPermissions,
   type RequestedPermissions,
 } from "../policy/permissions.ts";
+import { type AuditLog, sha256Hex } from "../policy/audit.ts";
 import { RateLimiter, ToolPolicy } from "../policy/tool_policy.ts";
 import { ExecutionRefusedError, type ExecutionResult } from "./result.ts";
 import type { Hub } from "../upstream/hub.ts";
@@ -54,6 +55,8 @@ export interface ExecutorOptions {
   log: Logger;
   /** Upstream MCP servers the code may call; none when omitted. */
   hub?: Hub;
+  /** Where executions and tool calls are recorded; nothing is recorded when omitted. */
+  audit?: AuditLog;
 }
 
 /**
@@ -201,6 +204,7 @@ export class Executor {
   #settings: Settings;
   #log: Logger;
   #hub: Hub | undefined;
+  #audit: AuditLog | undefined;
   #slots: Slots;
   #starts: RateLimiter;
   #pool: WarmPool<TsChild>;
@@ -215,6 +219,7 @@ export class Executor {
     this.#settings = settings;
     this.#log = options.log;
     this.#hub = options.hub;
+    this.#audit = options.audit;
     const log = options.log;
     this.#base = base;
     this.#slots = new Slots(settings.limits.maxConcurrent, settings.limits.maxQueued);
@@ -339,9 +344,7 @@ export class Executor {
    * @returns The result; failures are reported in it with `ok: false`.
    */
   runTypescript(code: string, options: RunOptions = {}): Promise<ExecutionResult> {
-    return this.#guard(() =>
-      this.#execute(code, options, (granted) => this.#leaseTs(code, granted))
-    );
+    return this.#run("typescript", code, options, (granted) => this.#leaseTs(code, granted));
   }
 
   /**
@@ -352,9 +355,54 @@ export class Executor {
    * @returns The result; failures are reported in it with `ok: false`.
    */
   runPython(code: string, options: PythonRunOptions = {}): Promise<ExecutionResult> {
-    return this.#guard(() =>
-      this.#execute(code, options, () => this.#leasePy(code, options.session))
-    );
+    return this.#run("python", code, options, () => this.#leasePy(code, options.session));
+  }
+
+  async #run(
+    language: "typescript" | "python",
+    code: string,
+    options: PythonRunOptions & RunOptions,
+    lease: (granted: GrantedPermissions) => Promise<Lease>,
+  ): Promise<ExecutionResult> {
+    const result = await this.#guard(() => this.#execute(code, options, lease));
+    if (this.#audit) await this.#record(language, code, options, result);
+    return result;
+  }
+
+  async #record(
+    language: string,
+    code: string,
+    options: PythonRunOptions & RunOptions,
+    result: ExecutionResult,
+  ): Promise<void> {
+    const audit = this.#audit!;
+    const executionId = crypto.randomUUID();
+    const tools = this.#settings.tools;
+    const bytes = (text: string) => new TextEncoder().encode(text).length;
+    audit.record({
+      kind: "execution",
+      executionId,
+      language,
+      ...(options.session ? { session: options.session } : {}),
+      codeSha256: await sha256Hex(code),
+      ...(this.#settings.audit.includeCode ? { code } : {}),
+      allowedTools: options.allowedTools ?? tools.allow,
+      deniedTools: tools.deny,
+      toolCalls: result.toolCalls.map((c) => ({ name: c.name, ok: c.ok, ms: c.durationMs })),
+      outcome: result.ok ? "ok" : "error",
+      ...(result.error ? { errorType: result.error.type } : {}),
+      durationMs: result.durationMs,
+      outputBytes: { stdout: bytes(result.stdout), stderr: bytes(result.stderr) },
+    });
+    for (const call of result.toolCalls) {
+      audit.record({
+        kind: "tool_call",
+        executionId,
+        name: call.name,
+        ok: call.ok,
+        ms: call.durationMs,
+      });
+    }
   }
 
   async #guard(run: () => Promise<ExecutionResult>): Promise<ExecutionResult> {
