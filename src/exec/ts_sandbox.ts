@@ -33,6 +33,8 @@ export interface TsChildOptions {
   read?: string[];
   /** Extra paths for `--allow-write`, already checked against `ALLOWED_PROJECTS`. */
   write?: string[];
+  /** Paths for `--deny-read` and `--deny-write`: entries under `read` that lead out of it. */
+  deny?: string[];
   /** Where to report problems. */
   log: Logger;
 }
@@ -142,6 +144,10 @@ export class TsChild {
           `--v8-flags=--max-old-space-size=${opts.memoryMb}`,
         ];
         if (opts.net && opts.net.length > 0) args.push(`--allow-net=${opts.net.join(",")}`);
+        if (opts.deny && opts.deny.length > 0) {
+          const deny = opts.deny.join(",");
+          args.push(`--deny-read=${deny}`, `--deny-write=${deny}`);
+        }
         args.push(opts.runnerPath);
         return args;
       },
