@@ -125,9 +125,11 @@ export async function sandboxPids(
     if (!/^\d+$/.test(entry.name)) continue;
     try {
       const cmdline = await Deno.readTextFile(`/proc/${entry.name}/cmdline`);
-      if (runners.some((r) => cmdline.includes(r)) && cmdline.includes(marker)) {
-        pids.push(Number(entry.name));
-      }
+      if (!runners.some((r) => cmdline.includes(r))) continue;
+      // Python children may only read the Pyodide files, so their command line does not name
+      // their directory; their working directory (the private workspace) does.
+      const cwd = await Deno.readLink(`/proc/${entry.name}/cwd`).catch(() => "");
+      if (cmdline.includes(marker) || cwd.includes(marker)) pids.push(Number(entry.name));
     } catch {
       // The process ended while we looked.
     }

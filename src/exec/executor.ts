@@ -183,6 +183,43 @@ interface Lease {
   done(): void;
 }
 
+/** How long a run may still take, and its cancellation. */
+interface Deadline {
+  timeoutMs: number;
+  signal: AbortSignal;
+}
+
+/** Resolves with `work`, or rejects with a refusal at the deadline or on abort. */
+function withinDeadline<T>(work: Promise<T>, deadline: Deadline): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const done = () => {
+      clearTimeout(timer);
+      deadline.signal.removeEventListener("abort", onAbort);
+    };
+    const timer = setTimeout(() => {
+      done();
+      reject(
+        new ExecutionRefusedError(
+          "TimeoutError",
+          `Execution timed out after ${deadline.timeoutMs} ms while Python was starting for the first time (building its memory snapshot); retry in a few seconds`,
+        ),
+      );
+    }, deadline.timeoutMs);
+    const onAbort = () => {
+      done();
+      reject(new ExecutionRefusedError("Cancelled", "The execution was cancelled"));
+    };
+    deadline.signal.addEventListener("abort", onAbort, { once: true });
+    work.then((value) => {
+      done();
+      resolve(value);
+    }, (error) => {
+      done();
+      reject(error);
+    });
+  });
+}
+
 /** What Python children are started from, found once. */
 interface PythonRuntime {
   base: Omit<PyChildOptions, "session">;
@@ -355,14 +392,19 @@ export class Executor {
    * @returns The result; failures are reported in it with `ok: false`.
    */
   runPython(code: string, options: PythonRunOptions = {}): Promise<ExecutionResult> {
-    return this.#run("python", code, options, () => this.#leasePy(code, options.session));
+    return this.#run(
+      "python",
+      code,
+      options,
+      (_granted, deadline) => this.#leasePy(code, options.session, deadline),
+    );
   }
 
   async #run(
     language: "typescript" | "python",
     code: string,
     options: PythonRunOptions & RunOptions,
-    lease: (granted: GrantedPermissions) => Promise<Lease>,
+    lease: (granted: GrantedPermissions, deadline: Deadline) => Promise<Lease>,
   ): Promise<ExecutionResult> {
     const result = await this.#guard(() => this.#execute(code, options, lease));
     if (this.#audit) await this.#record(language, code, options, result);
@@ -423,7 +465,7 @@ export class Executor {
   async #execute(
     code: string,
     options: RunOptions,
-    lease: (granted: GrantedPermissions) => Promise<Lease>,
+    lease: (granted: GrantedPermissions, deadline: Deadline) => Promise<Lease>,
   ): Promise<ExecutionResult> {
     const limits = this.#settings.limits;
     if (this.#closing.signal.aborted) {
@@ -462,7 +504,7 @@ export class Executor {
     const ended = new AbortController();
     try {
       const started = performance.now();
-      leased = await lease(granted);
+      leased = await lease(granted, { timeoutMs, signal });
       const bridge = this.#hub
         ? new ToolBridge(this.#hub, policy, this.#settings, AbortSignal.any([signal, ended.signal]))
         : undefined;
@@ -497,11 +539,14 @@ export class Executor {
     };
   }
 
-  async #leasePy(code: string, session: string | undefined): Promise<Lease> {
+  async #leasePy(code: string, session: string | undefined, deadline: Deadline): Promise<Lease> {
     let python: PythonRuntime;
     try {
-      python = await this.#pythonRuntime();
+      // The first use may build the memory snapshot (~10 s): the run does not wait past its own
+      // deadline, and the build goes on for the next one.
+      python = await withinDeadline(this.#pythonRuntime(), deadline);
     } catch (error) {
+      if (error instanceof ExecutionRefusedError) throw error;
       throw new ExecutionRefusedError(
         "PythonUnavailable",
         `Python is unavailable: ${(error as Error).message}`,

@@ -294,8 +294,20 @@ export class PyChild {
       );
     }
     this.#running = true;
+    const started = performance.now();
     try {
-      if (!(await this.#ready)) {
+      // The boot counts against the run's time, and a cancel stops the wait.
+      const ready = await untilReady(this.#ready, limits.timeoutMs, limits.signal);
+      if (ready === "timeout" || ready === "cancelled") {
+        this.#process.kill();
+        return ready === "cancelled" ? failed("Cancelled", "The execution was cancelled") : failed(
+          "TimeoutError",
+          `Execution timed out after ${
+            limits.reportedTimeoutMs ?? limits.timeoutMs
+          } ms while the Python sandbox was starting: retry, or pass a larger timeoutMs`,
+        );
+      }
+      if (!ready) {
         this.#process.kill();
         return failed(
           "SandboxCrash",
@@ -304,6 +316,7 @@ export class PyChild {
       }
       return await this.#process.execute({ t: "exec", source: code }, {
         ...limits,
+        timeoutMs: Math.max(1, limits.timeoutMs - Math.round(performance.now() - started)),
         interruptGraceMs: limits.graceMs ?? DEFAULT_GRACE_MS,
         keepAlive: this.#session,
         printHint: "print()",
@@ -317,6 +330,26 @@ export class PyChild {
   dispose(): Promise<void> {
     return this.#process.dispose();
   }
+}
+
+/** Waits for the boot, at most `ms`, and not past an abort. */
+function untilReady(
+  ready: Promise<boolean>,
+  ms: number,
+  signal?: AbortSignal,
+): Promise<boolean | "timeout" | "cancelled"> {
+  return new Promise((resolve) => {
+    const finish = (value: boolean | "timeout" | "cancelled") => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      resolve(value);
+    };
+    const timer = setTimeout(() => finish("timeout"), ms);
+    const onAbort = () => finish("cancelled");
+    signal?.addEventListener("abort", onAbort, { once: true });
+    if (signal?.aborted) onAbort();
+    ready.then(finish, () => finish(false));
+  });
 }
 
 function failed(type: string, message: string): ExecutionResult {

@@ -281,11 +281,18 @@ export async function buildPyodideSnapshot(options: SnapshotOptions): Promise<Sn
   }
 }
 
-/** Snapshots of earlier versions or preludes are 30 MB each and never used again. */
-async function removeOtherSnapshots(dir: string, keep: string): Promise<void> {
+const SNAPSHOT_UNUSED_MS = 7 * 24 * 60 * 60 * 1000;
+
+/**
+ * Snapshots of earlier versions or preludes are 30 MB each; those not used for a week go. (Other
+ * checkouts or versions sharing the cache keep theirs: each use refreshes a snapshot's mtime.)
+ */
+async function removeOldSnapshots(dir: string, keep: string): Promise<void> {
   for await (const entry of Deno.readDir(dir)) {
     const path = join(dir, entry.name);
-    if (path !== keep && /^pyodide-.*\.snapshot$/.test(entry.name)) {
+    if (path === keep || !/^pyodide-.*\.snapshot$/.test(entry.name)) continue;
+    const info = await Deno.stat(path).catch(() => undefined);
+    if (info?.mtime && Date.now() - info.mtime.getTime() > SNAPSHOT_UNUSED_MS) {
       await Deno.remove(path).catch(() => {});
     }
   }
@@ -304,9 +311,13 @@ export async function ensurePyodideSnapshot(
 ): Promise<string | undefined> {
   try {
     const path = await snapshotPath(options);
-    if (await Deno.stat(path).then((s) => s.isFile && s.size > 0, () => false)) return path;
+    if (await Deno.stat(path).then((s) => s.isFile && s.size > 0, () => false)) {
+      const now = new Date();
+      await Deno.utime(path, now, now).catch(() => {});
+      return path;
+    }
     const made = await buildPyodideSnapshot(options);
-    await removeOtherSnapshots(options.cacheDir, made.path);
+    await removeOldSnapshots(options.cacheDir, made.path);
     options.log.debug(
       `Built the Pyodide snapshot ${made.path} (${made.bytes} bytes) in ${made.totalMs} ms`,
     );

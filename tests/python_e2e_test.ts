@@ -1,0 +1,558 @@
+/**
+ * Acceptance tests of the Python executor through the real MCP server (`deno task start` over
+ * stdio, driven by the SDK client): what `run_python` computes, how it reports errors, how it
+ * calls upstream MCP servers, that nothing Python does reaches the MCP stream, that runaway code
+ * is stopped and leaves the CPU idle, that runs are isolated unless they share a session, and
+ * that `PYTHON_ENABLED=false` removes the tool.
+ *
+ * Every server gets a private HOME (no user configuration leaks in) but the real Deno and
+ * code-executor caches, so that the npm servers and the Pyodide snapshot are not built again.
+ *
+ * @module
+ */
+import { join } from "node:path";
+import { assert, assertEquals, assertMatch } from "./_assert.ts";
+import { eventually, leftovers, sandboxPids, type ServerHarness, startServer } from "./_helpers.ts";
+import { DEFAULT_PYTHON_IMPORTS } from "../src/exec/py_sandbox.ts";
+import type { ExecutionResult } from "../src/exec/result.ts";
+
+const DENO = Deno.execPath();
+const EVERYTHING = "npm:@modelcontextprotocol/server-everything@2026.8.31";
+const MEMORY = "npm:@modelcontextprotocol/server-memory@2026.8.31";
+/** Idle Python children the server keeps, so that most runs skip the ~1 s interpreter boot. */
+const WARM_POOL = 2;
+/** Marks every forged message, so that the client's inbound traffic can be searched for it. */
+const FORGED = "FORGED-by-python-code";
+const DIR_PREFIX = "code-executor-";
+/**
+ * CPU ticks (1/100 s) that all idle children together stay under in one second: far above what
+ * an idle Deno process uses, far below one busy loop even on a loaded machine.
+ */
+const IDLE_TICKS = 5;
+const STDIN_MESSAGE =
+  "stdin is not available in the sandbox: pass data in the code or through tools";
+/** Reaches the worker's JavaScript globals through allowed modules, past the import hook. */
+const JS = 'import random\njs = random._os.sys.modules["importlib"].import_module("js")\n';
+/** The JavaScript Function constructor, reached through a JsProxy. */
+const FUNCTION =
+  'import random\nF = random._os.sys.modules["pyodide.ffi"].to_js([]).constructor.constructor\n';
+
+type RunResult = ExecutionResult & { isError: boolean };
+
+function cacheHome(): string {
+  return Deno.env.get("XDG_CACHE_HOME") ?? join(Deno.env.get("HOME") ?? "/root", ".cache");
+}
+
+/** A private HOME; the real Deno cache and the real Pyodide snapshot. */
+function serverEnv(home: string): Record<string, string> {
+  return {
+    HOME: home,
+    DENO_DIR: Deno.env.get("DENO_DIR") ?? join(cacheHome(), "deno"),
+    XDG_CACHE_HOME: cacheHome(),
+  };
+}
+
+async function writeConfig(home: string, servers: Record<string, unknown>): Promise<string> {
+  const file = join(home, "mcp.json");
+  await Deno.writeTextFile(file, JSON.stringify({ mcpServers: servers }, null, 2));
+  return file;
+}
+
+async function runPy(
+  server: ServerHarness,
+  code: string,
+  extra: Record<string, unknown> = {},
+): Promise<RunResult> {
+  const result = await server.client.callTool({
+    name: "run_python",
+    arguments: { code, ...extra },
+  });
+  return {
+    ...(result.structuredContent as unknown as ExecutionResult),
+    isError: result.isError === true,
+  };
+}
+
+function describe(result: RunResult): string {
+  return JSON.stringify({
+    ok: result.ok,
+    isError: result.isError,
+    error: result.error,
+    returnValue: result.returnValue,
+    toolCalls: result.toolCalls,
+    stdout: result.stdout?.slice(0, 500),
+    stderr: result.stderr?.slice(0, 500),
+  });
+}
+
+function assertReturns(result: RunResult, expected: unknown, stdout = ""): void {
+  assertEquals(result.isError, false, describe(result));
+  assertEquals(result.ok, true, describe(result));
+  assertEquals(result.returnValue, expected, describe(result));
+  assertEquals(result.stdout, stdout, describe(result));
+}
+
+function assertFails(result: RunResult, type: string, message?: RegExp): void {
+  assertEquals(result.isError, true, describe(result));
+  assertEquals(result.ok, false, describe(result));
+  assertEquals(result.error?.type, type, describe(result));
+  if (message) assertMatch(result.error?.message ?? "", message, describe(result));
+  assertEquals(result.returnValue, undefined, describe(result));
+}
+
+async function assertServing(server: ServerHarness): Promise<void> {
+  assertReturns(await runPy(server, "2 + 2"), 4);
+}
+
+/**
+ * Python sandboxes of this server. Their command line does not name the server's temp directory
+ * (they may only read the Pyodide files), but their working directory is inside it.
+ */
+async function pythonPids(tempDir: string): Promise<number[]> {
+  const pids: number[] = [];
+  for await (const entry of Deno.readDir("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    try {
+      const cmdline = await Deno.readTextFile(`/proc/${entry.name}/cmdline`);
+      if (!cmdline.includes("py_host.ts")) continue;
+      const cwd = await Deno.readLink(`/proc/${entry.name}/cwd`);
+      if (cwd.startsWith(`${tempDir}/`)) pids.push(Number(entry.name));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return pids;
+}
+
+/** Every sandbox (TypeScript or Python) of this server. */
+async function allSandboxPids(tempDir: string): Promise<number[]> {
+  const ts = await sandboxPids(tempDir, ["ts_runner.ts"]);
+  return [...new Set([...ts, ...await pythonPids(tempDir)])].sort((a, b) => a - b);
+}
+
+async function sandboxDirs(tempDir: string): Promise<string[]> {
+  return (await leftovers(tempDir)).filter((name) => name.startsWith(DIR_PREFIX));
+}
+
+/** User plus system CPU time of a process (all its threads), in clock ticks. */
+async function cpuTicks(pid: number): Promise<number> {
+  const stat = await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => "");
+  if (stat === "") return 0;
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return Number(fields[11]) + Number(fields[12]);
+}
+
+/** CPU ticks the processes use together over the next `ms` milliseconds. */
+async function cpuOver(pids: number[], ms: number): Promise<number> {
+  const start = await Promise.all(pids.map(cpuTicks));
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  const end = await Promise.all(pids.map(cpuTicks));
+  // A process that ended in the window reads 0: count only what it used before.
+  return end.reduce((sum, ticks, i) => sum + Math.max(0, ticks - start[i]), 0);
+}
+
+/**
+ * Waits until the same sandbox processes are alive at both ends of a one-second window and
+ * together used almost no CPU in it.
+ *
+ * @returns The last window's pids and the ticks they used.
+ */
+async function settleIdle(
+  tempDir: string,
+  timeoutMs: number,
+): Promise<{ idle: boolean; pids: number[]; ticks: number }> {
+  const deadline = Date.now() + timeoutMs;
+  let last = { idle: false, pids: [] as number[], ticks: Number.NaN };
+  do {
+    const before = await allSandboxPids(tempDir);
+    const ticks = await cpuOver(before, 1_000);
+    const after = await allSandboxPids(tempDir);
+    const idle = JSON.stringify(before) === JSON.stringify(after) && ticks < IDLE_TICKS;
+    last = { idle, pids: after, ticks };
+    if (idle) return last;
+  } while (Date.now() < deadline);
+  return last;
+}
+
+/** Closes the server and checks that no sandbox process or directory outlives it. */
+async function closeAndCheck(server: ServerHarness): Promise<void> {
+  const tempDir = server.tempDir;
+  await server.client.close();
+  const gone = await eventually(
+    async () =>
+      (await allSandboxPids(tempDir)).length === 0 && (await sandboxDirs(tempDir)).length === 0,
+    10_000,
+  );
+  const pids = await allSandboxPids(tempDir);
+  const dirs = await sandboxDirs(tempDir);
+  await server.close();
+  assert(gone, `left after shutdown: pids ${pids}, dirs ${dirs}`);
+}
+
+/** Lines of JSON-RPC messages that must never reach the client. */
+function forgedLines(): string[] {
+  const response = (id: number) =>
+    JSON.stringify({
+      jsonrpc: "2.0",
+      id,
+      result: {
+        content: [{ type: "text", text: FORGED }],
+        structuredContent: {
+          ok: true,
+          stdout: FORGED,
+          stderr: "",
+          returnValue: FORGED,
+          durationMs: 1,
+          toolCalls: [],
+        },
+        isError: false,
+      },
+    });
+  return [
+    ...Array.from({ length: 200 }, (_, id) => response(id)),
+    JSON.stringify({
+      jsonrpc: "2.0",
+      method: "notifications/message",
+      params: { level: "error", data: FORGED },
+    }),
+    JSON.stringify({ jsonrpc: "2.0", id: FORGED, method: "ping" }),
+  ];
+}
+
+/**
+ * Python that binds `data` to the given text as bytes without the text appearing in the source,
+ * so that a traceback that quotes the source cannot carry the marker to the client.
+ */
+function pythonBytes(text: string): string {
+  // The messages are ASCII, which btoa takes as it is.
+  const b64 = btoa(text);
+  return `import base64\ndata = base64.b64decode("${b64}")\n`;
+}
+
+Deno.test("run_python computes, calls upstream tools, stays contained and isolated through the MCP server", async (t) => {
+  const home = await Deno.makeTempDir({ prefix: "ce-python-home-" });
+  try {
+    const config = await writeConfig(home, {
+      everything: { command: DENO, args: ["run", "-A", EVERYTHING] },
+      memory: {
+        command: DENO,
+        args: ["run", "-A", MEMORY],
+        env: { MEMORY_FILE_PATH: join(home, "memory.jsonl") },
+      },
+    });
+    const server = await startServer({
+      args: ["--config", config],
+      env: { ...serverEnv(home), CODE_EXECUTOR_PYTHON_WARM_POOL: String(WARM_POOL) },
+      settings: { python: { allowedImports: [...DEFAULT_PYTHON_IMPORTS, "sys", "builtins"] } },
+    });
+    try {
+      await pythonSequence(t, server);
+    } finally {
+      await t.step("no sandbox process or directory outlives the server", async () => {
+        await closeAndCheck(server);
+      });
+    }
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});
+
+async function pythonSequence(t: Deno.TestContext, server: ServerHarness): Promise<void> {
+  const inbound: Array<Record<string, unknown>> = [];
+  const clientErrors: string[] = [];
+  const transport = server.client.transport;
+  assert(transport, "the client has no transport");
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    inbound.push(message as unknown as Record<string, unknown>);
+    deliver?.(message, extra);
+  };
+  server.client.onerror = (error) => clientErrors.push(error.message);
+
+  await t.step("tools/list offers run_python by default, between the other two", async () => {
+    const { tools } = await server.client.listTools();
+    assertEquals(tools.map((tool) => tool.name), ["run_typescript", "run_python", "search_tools"]);
+    const run = tools.find((tool) => tool.name === "run_python");
+    assertEquals(Object.keys(run?.inputSchema.properties ?? {}).sort(), [
+      "allowedTools",
+      "code",
+      "session",
+      "timeoutMs",
+    ]);
+  });
+
+  await t.step("returns the last expression and captures print()", async () => {
+    const cases: Array<[string, unknown, string]> = [
+      ["2 + 2", 4, ""],
+      ['x = 5\nprint(f"{x=}")', undefined, "x=5\n"],
+      ["import math\nmath.sqrt(16)", 4, ""],
+      ["import unicodedata\nunicodedata.name('A')", "LATIN CAPITAL LETTER A", ""],
+      ["import statistics\nstatistics.mean([1, 2, 3, 4])", 2.5, ""],
+      [
+        "import asyncio\nasync def double(n):\n    await asyncio.sleep(0.01)\n    return n * 2\nawait double(21)",
+        42,
+        "",
+      ],
+    ];
+    for (const [code, value, stdout] of cases) {
+      assertReturns(await runPy(server, code), value, stdout);
+    }
+  });
+
+  await t.step(
+    "reports NameError, ZeroDivisionError and SyntaxError at the code's lines",
+    async () => {
+      const name = await runPy(server, "a = 1\n\ndef f():\n    return missing\n\nf()");
+      assertFails(name, "NameError", /^name 'missing' is not defined$/);
+      const traceback = name.error?.traceback ?? "";
+      assertMatch(traceback, /File "code\.py", line 6, in <module>/, describe(name));
+      assertMatch(traceback, /File "code\.py", line 4, in f/, describe(name));
+      assert(!/_pyodide|pyodide\/|<sandbox>/.test(traceback), traceback);
+
+      const zero = await runPy(server, "x = 1\ny = x / 0");
+      assertFails(zero, "ZeroDivisionError", /division by zero/);
+      assertMatch(zero.error?.traceback ?? "", /File "code\.py", line 2/, describe(zero));
+
+      const syntax = await runPy(server, "x = 1\ny = (x +\n");
+      assertFails(syntax, "SyntaxError", /code\.py, line 2/);
+    },
+  );
+
+  await t.step("refuses imports outside the allowlist with the list in the message", async () => {
+    const os = await runPy(server, "import os");
+    assertFails(os, "ImportError", /^Import of os is not allowed: allowed imports are .*\bjson\b/);
+  });
+
+  await t.step("one program chains memory and everything tools", async () => {
+    const result = await runPy(
+      server,
+      [
+        "created = await tools.memory.create_entities(entities=[",
+        '    {"name": "Ada", "entityType": "person", "observations": ["wrote the first program"]},',
+        "])",
+        "graph = await tools.memory.read_graph()",
+        'total = await call_mcp_tool("mcp__everything__get-sum", {"a": 2, "b": 3})',
+        'print("entities:", len(graph["entities"]))',
+        "{",
+        '    "created": [e["name"] for e in created["entities"]],',
+        '    "graph": [[e["name"], e["entityType"], e["observations"]] for e in graph["entities"]],',
+        '    "sum": total,',
+        "}",
+      ].join("\n"),
+    );
+    assertReturns(result, {
+      created: ["Ada"],
+      graph: [["Ada", "person", ["wrote the first program"]]],
+      sum: "The sum of 2 and 3 is 5.",
+    }, "entities: 1\n");
+    assertEquals(
+      result.toolCalls.map((call) => [call.name, call.ok]),
+      [
+        ["mcp__memory__create_entities", true],
+        ["mcp__memory__read_graph", true],
+        ["mcp__everything__get-sum", true],
+      ],
+      describe(result),
+    );
+    for (const call of result.toolCalls) assert(call.durationMs >= 0, describe(result));
+  });
+
+  await t.step("arguments that break the tool's schema raise ToolValidationError", async () => {
+    const result = await runPy(
+      server,
+      [
+        "try:",
+        '    await call_mcp_tool("mcp__everything__get-sum", {"a": "two", "b": 3})',
+        "except ToolCallError as error:",
+        "    caught = [type(error).__name__, str(error)]",
+        "caught",
+      ].join("\n"),
+    );
+    assertEquals(result.isError, false, describe(result));
+    const [type, message] = result.returnValue as [string, string];
+    assertEquals(type, "ToolValidationError", describe(result));
+    assertMatch(message, /number/, describe(result));
+    assertEquals(result.toolCalls.map((call) => [call.name, call.ok]), [
+      ["mcp__everything__get-sum", false],
+    ]);
+  });
+
+  await t.step("input() and sys.stdin raise a clear OSError", async () => {
+    for (
+      const code of [
+        "input('name? ')",
+        "import sys\nsys.stdin.readline()",
+        // What a user of the default import list can reach without importing sys.
+        "import random\nrandom._os.sys.stdin.readline()",
+      ]
+    ) {
+      const result = await runPy(server, code);
+      assertFails(result, "OSError");
+      assertEquals(result.error?.message, STDIN_MESSAGE, code);
+    }
+    await assertServing(server);
+  });
+
+  const forged = forgedLines();
+  const forgedSet = new Set(forged.map((line) => JSON.stringify(JSON.parse(line))));
+  const payload = forged.join("\n") + "\n";
+  const attempts: Array<[string, string, (result: RunResult) => void]> = [
+    [
+      "js.Deno.stdout.writeSync",
+      `${pythonBytes(payload)}${JS}js.Deno.stdout.writeSync(js.Uint8Array.new(data))`,
+      (result) => {
+        assertEquals(result.ok, false, describe(result));
+        assertMatch(result.error?.message ?? "", /Bad resource/i, describe(result));
+      },
+    ],
+    [
+      "node:fs writeSync(1, …)",
+      `${pythonBytes(payload)}${FUNCTION}fs = await F('return import("node:fs")')()\n` +
+      "fs.writeSync(1, data.decode())",
+      (result) => assertFails(result, "SandboxProtocolError", /raw bytes|frame/i),
+    ],
+    [
+      "node:fs writeSync(1, …) with a controller result frame",
+      `${
+        pythonBytes(JSON.stringify({ t: "result", ok: true, value: FORGED }) + "\n")
+      }${FUNCTION}fs = await F('return import("node:fs")')()\nfs.writeSync(1, data.decode())`,
+      (result) => assertFails(result, "SandboxProtocolError"),
+    ],
+  ];
+  for (const [how, code, check] of attempts) {
+    await t.step(`a JSON-RPC message forged with ${how} never reaches the client`, async () => {
+      const result = await runPy(server, code);
+      check(result);
+      assert(!JSON.stringify(result).includes(FORGED), describe(result));
+      await assertServing(server);
+      const last = inbound.at(-1) as { result?: { structuredContent?: { returnValue?: unknown } } };
+      assertEquals(last.result?.structuredContent?.returnValue, 4, "the hook missed a response");
+      const seen = inbound.filter((message) =>
+        forgedSet.has(JSON.stringify(message)) || JSON.stringify(message).includes(FORGED)
+      );
+      assertEquals(seen, []);
+      assertEquals(clientErrors, []);
+      const ids = inbound.filter((m) => "id" in m && !("method" in m)).map((m) => m.id);
+      assertEquals(new Set(ids).size, ids.length, `a response id arrived twice: ${ids}`);
+    });
+  }
+
+  await t.step("stops runaway code at timeoutMs and leaves the CPU idle", async () => {
+    const poolFull = () =>
+      eventually(async () => (await pythonPids(server.tempDir)).length === WARM_POOL, 15_000);
+    const runaways: Array<[string, RegExp | undefined]> = [
+      ["while True:\n    pass", /File "code\.py", line [12], in <module>/],
+      ["sum(range(10**12))", undefined],
+      ["import time\ntime.sleep(100)", /File "code\.py", line 2, in <module>/],
+    ];
+    for (const [code, traceback] of runaways) {
+      // From a booted (idle) warm child, so that the time measured is the limit's, not an
+      // interpreter's boot.
+      assert(await poolFull(), `the warm pool holds ${await pythonPids(server.tempDir)}`);
+      await settleIdle(server.tempDir, 15_000);
+      const started = performance.now();
+      let done = false;
+      const running = runPy(server, code, { timeoutMs: 1_500 }).finally(() => done = true);
+      let busy: number | undefined;
+      if (code.startsWith("while")) {
+        // The CPU probe must see the loop, or its "idle" below would mean nothing.
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        busy = await cpuOver(await pythonPids(server.tempDir), 1_000);
+      }
+      const seen = new Set<number>();
+      while (!done) {
+        for (const pid of await pythonPids(server.tempDir)) seen.add(pid);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      const result = await running;
+      const waited = performance.now() - started;
+      assertFails(result, "TimeoutError", /timed out after 1500 ms/);
+      if (traceback) assertMatch(result.error?.traceback ?? "", traceback, describe(result));
+      assert(waited < 10_000, `${code} returned after ${Math.round(waited)} ms`);
+      if (busy !== undefined) {
+        assert(busy > IDLE_TICKS, `a busy loop used only ${busy} ticks of CPU in 1 s`);
+      }
+      // The child that ran the code is gone.
+      const killed = await eventually(async () => {
+        const alive = await pythonPids(server.tempDir);
+        return [...seen].some((pid) => !alive.includes(pid));
+      });
+      assert(killed, `every child seen during the run outlived it: ${[...seen]}`);
+    }
+
+    // Only the warm pool's idle children may remain, and they must not be spinning.
+    assert(await poolFull(), `Python children left: ${await pythonPids(server.tempDir)}`);
+    const quiet = await settleIdle(server.tempDir, 15_000);
+    assert(quiet.idle, `sandboxes ${quiet.pids} used ${quiet.ticks} ticks of CPU in 1 s`);
+    const left = await pythonPids(server.tempDir);
+    assertEquals(left.length, WARM_POOL, `Python children left: ${left}`);
+    await assertServing(server);
+  });
+
+  await t.step("a monkeypatch and a global of one run are gone in the next", async () => {
+    const patched = await runPy(
+      server,
+      "import builtins\nbuiltins.len = lambda x: 42\nsecret = 1\nlen([])",
+    );
+    assertReturns(patched, 42);
+    const next = await runPy(server, "[len([1, 2]), 'secret' in globals()]");
+    assertReturns(next, [2, false]);
+  });
+
+  await t.step("a session keeps its variables; two sessions do not share them", async () => {
+    assertReturns(
+      await runPy(server, "x = 41\nprint('set')", { session: "a" }),
+      undefined,
+      "set\n",
+    );
+    assertReturns(await runPy(server, "x + 1", { session: "a" }), 42);
+    assertReturns(
+      await runPy(server, "y = 'b'\n'x' in globals()", { session: "b" }),
+      false,
+    );
+    assertReturns(await runPy(server, "[x, 'y' in globals()]", { session: "a" }), [41, false]);
+    assertReturns(await runPy(server, "y", { session: "b" }), "b");
+    // Each session is its own interpreter process, next to the warm pool's.
+    const sessions = await eventually(async () =>
+      (await pythonPids(server.tempDir)).length >= WARM_POOL + 2
+    );
+    assert(sessions, `Python children: ${await pythonPids(server.tempDir)}`);
+  });
+}
+
+Deno.test("PYTHON_ENABLED=false removes run_python and starts no Python sandbox", async () => {
+  const home = await Deno.makeTempDir({ prefix: "ce-python-home-" });
+  try {
+    const server = await startServer({
+      env: {
+        ...serverEnv(home),
+        PYTHON_ENABLED: "false",
+        CODE_EXECUTOR_PYTHON_WARM_POOL: String(WARM_POOL),
+      },
+    });
+    try {
+      const { tools } = await server.client.listTools();
+      assertEquals(tools.map((tool) => tool.name), ["run_typescript", "search_tools"]);
+
+      const ts = await server.runTs("return 6 * 7");
+      assertEquals(ts.isError, false, JSON.stringify(ts));
+      assertEquals(ts.returnValue, 42);
+
+      let refused: unknown;
+      const call = await server.client.callTool({ name: "run_python", arguments: { code: "1" } })
+        .catch((error: Error) => {
+          refused = error;
+          return undefined;
+        });
+      assert(
+        refused !== undefined || call?.isError === true,
+        `run_python answered: ${JSON.stringify(call)}`,
+      );
+      assertEquals(await pythonPids(server.tempDir), []);
+    } finally {
+      await closeAndCheck(server);
+    }
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});
