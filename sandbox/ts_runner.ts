@@ -32,6 +32,7 @@ const realExit: (code?: number) => never = Deno.exit;
 const addListener = globalThis.addEventListener.bind(globalThis);
 const apply = Reflect.apply;
 const objectKeys = Object.keys;
+const sliceString = String.prototype.slice;
 const subarray = Uint8Array.prototype.subarray;
 const byteLength = Object.getOwnPropertyDescriptor(
   Object.getPrototypeOf(Uint8Array.prototype),
@@ -75,6 +76,8 @@ function send(frame: Record<string, unknown>): void {
 }
 
 const readBuffer = new Uint8Array(64 * 1024);
+/** Characters of output per frame. */
+const OUT_CHUNK_CHARS = 256 * 1024;
 
 /** Reads the next frame from the host, or null at end of input. */
 async function readFrame(): Promise<Record<string, unknown> | null> {
@@ -99,8 +102,13 @@ function format(args: unknown[]): string {
 }
 
 function installConsole(): void {
+  // One huge print goes out in pieces: a frame must stay under the host's frame limit, and the
+  // host stops the run at limits.maxOutputBytes anyway.
   const out = (stream: "stdout" | "stderr") => (...args: unknown[]) => {
-    send({ t: "out", s: stream, d: indent + format(args) + "\n" });
+    const text = indent + format(args) + "\n";
+    for (let i = 0; i < text.length; i += OUT_CHUNK_CHARS) {
+      send({ t: "out", s: stream, d: apply(sliceString, text, [i, i + OUT_CHUNK_CHARS]) });
+    }
   };
   const log = out("stdout");
   const error = out("stderr");

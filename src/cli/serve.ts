@@ -3,12 +3,13 @@
  *
  * @module
  */
-import { serveStdio, StdioServerTransport } from "@modelcontextprotocol/server/stdio";
+import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import { loadSettings } from "../config/settings.ts";
 import { discoverUpstreams } from "../config/upstream.ts";
 import { cacheDir, Executor } from "../exec/executor.ts";
 import { createLogger } from "../log.ts";
 import { type CodeExecutorServer, createServer } from "../server/server.ts";
+import { LineStdioServerTransport } from "../server/stdio_transport.ts";
 import { openHub } from "../upstream/hub.ts";
 import { AuditLog, defaultAuditPath } from "../policy/audit.ts";
 
@@ -16,21 +17,6 @@ import { AuditLog, defaultAuditPath } from "../policy/audit.ts";
 export interface ServeOptions {
   /** Upstream MCP config files given with `--config`. */
   configPaths: string[];
-}
-
-/** A stdio transport that reports when the client has gone (stdin closed). */
-class ClosingStdioTransport extends StdioServerTransport {
-  #onClosed: () => void;
-
-  constructor(onClosed: () => void) {
-    super();
-    this.#onClosed = onClosed;
-  }
-
-  override async close(): Promise<void> {
-    await super.close();
-    this.#onClosed();
-  }
 }
 
 /**
@@ -95,7 +81,14 @@ export async function serve(options: ServeOptions): Promise<void> {
     created.server.server.onclose = () => live.delete(created);
     return created.server;
   }, {
-    transport: new ClosingStdioTransport(() => void stop("client disconnected")),
+    transport: new LineStdioServerTransport({
+      // Room for the largest code the settings allow, JSON-escaped, and never under the SDK's
+      // own 10 MiB.
+      maxLineBytes: Math.max(10 * 1024 * 1024, 6 * settings.limits.maxCodeBytes + 64 * 1024),
+      tooLargeHint:
+        `code may be at most limits.maxCodeBytes (${settings.limits.maxCodeBytes} bytes); send smaller code and read large data through tools or files`,
+      onClosed: () => void stop("client disconnected"),
+    }),
     onerror: (error) => log.warn(`protocol: ${error.message}`),
   });
   for (const signal of ["SIGTERM", "SIGINT"] as const) {

@@ -13,8 +13,9 @@ export type Frame = Record<string, unknown> & { t?: unknown };
 export class FrameError extends Error {
   /**
    * @param message What was wrong with the bytes.
+   * @param tooLarge Whether the frame was well-formed as far as read, only too large.
    */
-  constructor(message: string) {
+  constructor(message: string, readonly tooLarge = false) {
     super(message);
     this.name = "FrameError";
   }
@@ -110,7 +111,7 @@ export class FrameReader {
   }
 
   #oversized(): FrameError {
-    return new FrameError(`The sandbox sent a frame larger than ${this.#maxBytes} bytes`);
+    return new FrameError(`The sandbox sent a frame larger than ${this.#maxBytes} bytes`, true);
   }
 
   #parse(line: Uint8Array): Frame {

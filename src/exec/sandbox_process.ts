@@ -7,7 +7,7 @@
  */
 import { join } from "node:path";
 import type { Logger } from "../log.ts";
-import { FrameReader, OutputCapture } from "./frames.ts";
+import { FrameError, FrameReader, OutputCapture } from "./frames.ts";
 import type { ExecutionErrorInfo, ExecutionResult } from "./result.ts";
 
 /** The directory prefix of every child's private directory, followed by the host's pid. */
@@ -304,8 +304,9 @@ export class SandboxProcess {
         const frame = await this.#frames.next().catch((error: Error) => {
           stop({
             type: "SandboxProtocolError",
-            message:
-              `${error.message}: sandbox code must print with ${options.printHint}, not write to the process's stdout directly`,
+            message: error instanceof FrameError && error.tooLarge
+              ? `${error.message}: a return value or tool arguments this large cannot be sent; return a summary, or write the data to a file and return its path`
+              : `${error.message}: sandbox code must print with ${options.printHint}, not write to the process's stdout directly`,
           });
           return null;
         });
@@ -323,7 +324,19 @@ export class SandboxProcess {
             value: frame.value,
             error: frame.ok === true ? undefined : sanitizeError(frame.error),
           };
+          // The value goes back to the client twice (structuredContent and text): cap it like
+          // printed output, or one run can pass the message size clients accept.
+          const bytes = new TextEncoder().encode(JSON.stringify(frame.value) ?? "").length;
+          if (bytes > options.maxOutputBytes) {
+            failure = {
+              type: "OutputLimitError",
+              message:
+                `Return value too large: ${bytes} bytes of JSON, more than limits.maxOutputBytes (${options.maxOutputBytes} bytes); return a summary, or write the data to a file and return its path`,
+            };
+          }
           break;
+        } else {
+          this.#log.debug(`Dropped a sandbox frame of unknown type ${JSON.stringify(frame.t)}`);
         }
       }
       if (result && !failure && options.stderrMark) {
@@ -375,7 +388,10 @@ export class SandboxProcess {
 
   #answer(frame: Record<string, unknown>, limits: RunLimits): void {
     const id = frame.id;
-    if (typeof id !== "number") return;
+    if (typeof id !== "number") {
+      this.#log.debug(`Dropped a sandbox request without a numeric id: ${typeof id}`);
+      return;
+    }
     const reply = limits.onRequest ? limits.onRequest(frame) : Promise.resolve({
       ok: false,
       error: { type: "ToolCallError", message: "No MCP servers are available to this execution" },

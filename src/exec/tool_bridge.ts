@@ -8,6 +8,7 @@
 import type { Settings } from "../config/settings.ts";
 import type { ToolPolicy } from "../policy/tool_policy.ts";
 import type { Hub } from "../upstream/hub.ts";
+import { UpstreamMessageTooLarge } from "../upstream/pool.ts";
 import { toolSignature } from "../upstream/signatures.ts";
 import type { ToolCallRecord } from "./result.ts";
 
@@ -197,6 +198,12 @@ export class ToolBridge {
     const result = await this.#hub.pool.callTool(entry.server, entry.name, args, {
       timeoutMs: this.#hub.pool.config(entry.server)?.timeoutMs ?? tools.callTimeoutMs,
       signal: this.#signal,
+    }).catch((error) => {
+      if (!(error instanceof UpstreamMessageTooLarge)) throw error;
+      throw new BridgeError(
+        "ToolResultTooLarge",
+        `The result of ${name} is more than ${error.limit} bytes, more than tools.maxResultBytes (${tools.maxResultBytes}); ask the tool for less (paging, filters)`,
+      );
     });
     if (result.isError) throw new BridgeError("ToolError", upstreamErrorText(result));
     const value = unwrapResult(result);

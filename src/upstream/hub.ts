@@ -53,6 +53,8 @@ export async function openHub(
   const pool = new UpstreamPool(config.servers, {
     log: options.log,
     callTimeoutMs: settings.tools.callTimeoutMs,
+    // The text and structuredContent of a result may both carry it: room for both, and JSON.
+    maxMessageBytes: 2 * settings.tools.maxResultBytes + 1024 * 1024,
     onToolsChanged: (server) => void late.catalog?.refresh(server),
   });
   const catalog = late.catalog = new ToolCatalog(pool, {

@@ -7,7 +7,11 @@
  */
 import {
   Client,
+  deserializeMessage,
+  type JSONRPCMessage,
   ProtocolError,
+  SdkError,
+  SdkErrorCode,
   SSEClientTransport,
   StreamableHTTPClientTransport,
   type Transport,
@@ -63,6 +67,84 @@ export interface UpstreamPoolOptions {
   env?: Record<string, string>;
   /** Called when a server reports that its tool list changed. */
   onToolsChanged?: (server: string) => void;
+  /**
+   * The largest message read from a stdio server; a larger one drops the connection with an
+   * {@linkcode UpstreamMessageTooLarge}. Default 11 MiB.
+   */
+  maxMessageBytes?: number;
+}
+
+/** A stdio server sent a message larger than the pool reads; its connection was dropped. */
+export class UpstreamMessageTooLarge extends Error {
+  /**
+   * @param server The server name.
+   * @param limit The size that was passed, in bytes.
+   */
+  constructor(readonly server: string, readonly limit: number) {
+    super(`"${server}" sent a message larger than ${limit} bytes`);
+    this.name = "UpstreamMessageTooLarge";
+  }
+}
+
+/**
+ * Splits a stdio server's output into messages, in place of the SDK's ReadBuffer: that one
+ * copies and rescans everything buffered on every chunk, which holds the host's event loop for
+ * seconds on a message of a few MB (quadratic), and it has a fixed 10 MiB cap.
+ */
+class MessageLines {
+  #lines: Uint8Array[] = [];
+  #pending: Uint8Array[] = [];
+  #pendingBytes = 0;
+  #decoder = new TextDecoder();
+
+  constructor(readonly server: string, readonly maxBytes: number) {}
+
+  append(chunk: Uint8Array): void {
+    let start = 0;
+    while (true) {
+      const newline = chunk.indexOf(10, start);
+      const end = newline < 0 ? chunk.length : newline;
+      if (this.#pendingBytes + end - start > this.maxBytes) {
+        this.clear();
+        throw new UpstreamMessageTooLarge(this.server, this.maxBytes);
+      }
+      if (end > start) {
+        this.#pending.push(chunk.subarray(start, end));
+        this.#pendingBytes += end - start;
+      }
+      if (newline < 0) return;
+      const line = new Uint8Array(this.#pendingBytes);
+      let offset = 0;
+      for (const piece of this.#pending) {
+        line.set(piece, offset);
+        offset += piece.length;
+      }
+      this.#lines.push(line);
+      this.#pending = [];
+      this.#pendingBytes = 0;
+      start = newline + 1;
+    }
+  }
+
+  readMessage(): JSONRPCMessage | null {
+    while (this.#lines.length > 0) {
+      const text = this.#decoder.decode(this.#lines.shift()).replace(/\r$/, "");
+      try {
+        return deserializeMessage(text);
+      } catch (error) {
+        // Like the SDK: a line that is not JSON is skipped; one that is not JSON-RPC is reported.
+        if (error instanceof SyntaxError) continue;
+        throw error;
+      }
+    }
+    return null;
+  }
+
+  clear(): void {
+    this.#lines = [];
+    this.#pending = [];
+    this.#pendingBytes = 0;
+  }
 }
 
 /** Environment variables passed through to stdio servers; nothing else of the host's is. */
@@ -118,6 +200,7 @@ export function curatedEnv(
 type ResolvedPoolOptions = UpstreamPoolOptions & {
   connectTimeoutMs: number;
   callTimeoutMs: number;
+  maxMessageBytes: number;
 };
 
 const MAX_BACKOFF_MS = 30_000;
@@ -132,6 +215,8 @@ class UpstreamConnection {
   #failures = 0;
   #retryAt = 0;
   #closed = false;
+  /** Why a client's transport gave up, when it did so by itself. */
+  #fatal = new WeakMap<Client, Error>();
   status: UpstreamStatus;
 
   constructor(config: UpstreamServerConfig, options: ResolvedPoolOptions) {
@@ -150,6 +235,11 @@ class UpstreamConnection {
         cwd: config.cwd,
         stderr: "pipe",
       });
+      // The SDK reads through this private field; see MessageLines for why it is replaced.
+      (transport as unknown as { _readBuffer: MessageLines })._readBuffer = new MessageLines(
+        config.name,
+        this.#options.maxMessageBytes,
+      );
       const decoder = new TextDecoder();
       transport.stderr?.on("data", (chunk: Uint8Array) => {
         for (const line of decoder.decode(chunk).split("\n")) {
@@ -225,6 +315,14 @@ class UpstreamConnection {
       await client.close().catch(() => {});
       throw new Error(`Server "${this.config.name}" is closed`);
     }
+    client.onerror = (error) => {
+      if (!(error instanceof UpstreamMessageTooLarge)) return;
+      // The transport has closed itself; calls must not be sent to it while its process exits.
+      this.#fatal.set(client, error);
+      if (this.#client === client) this.#client = undefined;
+      this.status = { name: this.config.name, state: "idle", error: error.message };
+      this.#options.log.warn(`${error.message}; the connection was dropped`);
+    };
     client.onclose = () => {
       if (this.#client !== client) return;
       this.#client = undefined;
@@ -244,6 +342,11 @@ class UpstreamConnection {
       connectMs: Math.round(performance.now() - started),
     };
     return client;
+  }
+
+  /** Why a client's transport closed itself, if it did. */
+  fatalError(client: Client): Error | undefined {
+    return this.#fatal.get(client);
   }
 
   /** Drops a client whose transport is broken, so that the next use reconnects. */
@@ -289,6 +392,7 @@ export class UpstreamPool {
     this.#options = {
       connectTimeoutMs: 30_000,
       callTimeoutMs: 60_000,
+      maxMessageBytes: 11 * 1024 * 1024,
       ...options,
     };
     for (const server of servers) {
@@ -377,6 +481,7 @@ export class UpstreamPool {
     tool: string,
     args: Record<string, unknown>,
     options: { timeoutMs?: number; signal?: AbortSignal } = {},
+    retried = false,
   ): Promise<UpstreamCallResult> {
     const connection = this.#get(server);
     const client = await connection.client();
@@ -388,6 +493,13 @@ export class UpstreamPool {
       });
       return result as unknown as UpstreamCallResult;
     } catch (error) {
+      const fatal = connection.fatalError(client);
+      if (fatal) throw fatal;
+      if (error instanceof SdkError && error.code === SdkErrorCode.NotConnected && !retried) {
+        // Nothing was sent: a transport that closed itself a moment ago. Try a new connection.
+        await connection.reset(client);
+        return await this.callTool(server, tool, args, options, true);
+      }
       const message = (error as Error).message ?? String(error);
       if (/timed out|timeout/i.test(message)) {
         throw new Error(`"${server}" did not answer within ${timeout} ms`);
