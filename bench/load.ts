@@ -18,8 +18,10 @@
  * writes lose entities (see {@linkcode seedCode}), and the load only reads.
  *
  * Latency is `client.callTool()` wall time, queueing in the server included; executions per
- * second count the measured executions over the wall time of the whole load. Progress goes to
- * stderr; stdout gets a markdown report, or JSON with `--json`.
+ * second count the measured executions over the wall time of the whole load. The server's VmRSS
+ * is read once settled (see {@linkcode settledRss}) after a warm-up of the same shape, at its
+ * peak, and settled after the load. Progress goes to stderr; stdout gets a markdown report, or
+ * JSON with `--json`; a wrong or lost result makes the exit code 1.
  *
  * @module
  */
@@ -374,6 +376,53 @@ export async function residentMb(pid: number): Promise<number> {
   return Number(match[1]) / 1024;
 }
 
+/** What {@linkcode settledRss} saw. */
+export interface SettledRss {
+  /** RSS when the wait began, in MB. */
+  firstMb: number;
+  /** The highest reading, in MB. */
+  peakMb: number;
+  /** RSS at the end, in MB. */
+  settledMb: number;
+  /** Whether RSS dropped (V8's memory reducer ran) before the time was up. */
+  dropped: boolean;
+  /** How long it took, in milliseconds. */
+  waitedMs: number;
+}
+
+/**
+ * Reads a Deno process's RSS once V8 has given back what a burst of work grew. After a burst,
+ * RSS holds still, then drops by 20–40% at once when V8's memory reducer collects the heap,
+ * 5–20 s later on a 2-core machine; nothing the process is asked to do brings that forward.
+ * Waits for such a drop (10% below the highest reading), or until the time is up.
+ *
+ * @param pid The process.
+ * @param timeoutMs How long to wait for the drop.
+ * @returns The readings.
+ * @throws {Error} When the process has gone.
+ */
+export async function settledRss(pid: number, timeoutMs = 30_000): Promise<SettledRss> {
+  const started = Date.now();
+  const firstMb = await residentMb(pid);
+  let peakMb = firstMb;
+  let dropped = false;
+  while (!dropped && Date.now() - started < timeoutMs) {
+    await sleep(500);
+    const nowMb = await residentMb(pid);
+    peakMb = Math.max(peakMb, nowMb);
+    dropped = nowMb < peakMb * 0.9;
+  }
+  // The reducer may run a second collection right after the first.
+  if (dropped) await sleep(1_000);
+  return {
+    firstMb,
+    peakMb,
+    settledMb: await residentMb(pid),
+    dropped,
+    waitedMs: Date.now() - started,
+  };
+}
+
 /** Nearest-rank latency percentiles, in milliseconds. */
 export interface LatencyStats {
   n: number;
@@ -429,7 +478,11 @@ interface Report {
   latency: { typescript: LatencyStats; python: LatencyStats; overall: LatencyStats };
   /** The server's own `durationMs` (slot acquired → result), which excludes queueing. */
   serverDuration: { typescript: LatencyStats; python: LatencyStats };
-  hostRssMb: { baseline: number; peak: number; after: number };
+  /**
+   * VmRSS of the server: settled after the warm-up, highest during or after the load, and
+   * settled after it (once V8's memory reducer has run, `afterWaitedMs` later).
+   */
+  hostRssMb: { baseline: number; peak: number; after: number; afterWaitedMs: number };
 }
 
 function log(message: string): void {
@@ -454,8 +507,11 @@ function positiveInt(raw: string | undefined, name: string, fallback: number, mi
   return value;
 }
 
-/** Warm-up executions per language, not measured: they connect the upstream servers. */
-const WARMUP_PER_LANGUAGE = 2;
+/**
+ * Executions (half of each language) run before the measured load, at its concurrency: they
+ * connect the upstream servers and bring the host to the size it keeps under this load.
+ */
+export const WARMUP_EXECUTIONS = 16;
 
 async function bench(options: BenchOptions, command: string): Promise<Report> {
   const loadBefore = await loadAverage();
@@ -472,7 +528,7 @@ async function bench(options: BenchOptions, command: string): Promise<Report> {
     });
     try {
       const tag = crypto.randomUUID().slice(0, 8);
-      const warmupCount = 2 * WARMUP_PER_LANGUAGE;
+      const warmupCount = WARMUP_EXECUTIONS;
       const total = options.executions + warmupCount;
       const seeded = await server.runTs(seedCode(tag, total));
       if (seeded.isError || seeded.returnValue !== total) {
@@ -481,13 +537,12 @@ async function bench(options: BenchOptions, command: string): Promise<Report> {
       const salt = 1 + Math.floor(Math.random() * 1_000_000);
       const warmup = loadJobs(tag, { count: warmupCount, first: options.executions, salt });
       log(`warm-up: ${warmupCount} executions`);
-      for (const outcome of (await runLoad(server.client, warmup, 2)).outcomes) {
+      for (const outcome of (await runLoad(server.client, warmup, options.concurrency)).outcomes) {
         const problem = outcomeProblem(outcome);
         if (problem) throw new Error(`Warm-up failed: ${problem}`);
       }
       const pid = await serverPid(server.client);
-      await sleep(3_000);
-      const baseline = await residentMb(pid);
+      const baseline = (await settledRss(pid)).settledMb;
       let peak = baseline;
       const sampler = setInterval(async () => {
         peak = Math.max(peak, await residentMb(pid).catch(() => 0));
@@ -502,8 +557,7 @@ async function bench(options: BenchOptions, command: string): Promise<Report> {
       }
       const failures = run.outcomes.map(outcomeProblem).filter((p) => p !== undefined);
       for (const problem of failures.slice(0, 5)) log(`wrong result: ${problem}`);
-      await sleep(5_000);
-      const after = await residentMb(pid);
+      const after = await settledRss(pid);
       const of = (language?: Language) =>
         run.outcomes.filter((o) => language === undefined || o.job.language === language);
       const durations = (language: Language) =>
@@ -530,7 +584,12 @@ async function bench(options: BenchOptions, command: string): Promise<Report> {
           overall: latencyStats(of().map((o) => o.latencyMs)),
         },
         serverDuration: { typescript: durations("typescript"), python: durations("python") },
-        hostRssMb: { baseline: round(baseline), peak: round(peak), after: round(after) },
+        hostRssMb: {
+          baseline: round(baseline),
+          peak: round(Math.max(peak, after.peakMb)),
+          after: round(after.settledMb),
+          afterWaitedMs: after.waitedMs,
+        },
       };
     } finally {
       await server.close();
@@ -556,7 +615,8 @@ function renderMarkdown(report: Report): string {
     `${options.executions} executions (half run_typescript, half run_python), ` +
     `${options.concurrency} callers on one client, ${options.callsPerExecution} upstream tool ` +
     `calls each; limits.maxConcurrent ${options.maxConcurrent}, Python warm pool ` +
-    `${options.pythonPool}, TypeScript warm pool 2; ${options.warmup} warm-up executions first.`,
+    `${options.pythonPool}, TypeScript warm pool 2; ${options.warmup} warm-up executions first, ` +
+    "not counted.",
     "",
     row(["", "n", "p50 ms", "p99 ms", "min ms", "max ms", "server durationMs p50"]),
     row(["---", "---:", "---:", "---:", "---:", "---:", "---:"]),
@@ -567,8 +627,9 @@ function renderMarkdown(report: Report): string {
     `Throughput: ${report.executionsPerSec} executions/s (${report.toolCallsPerSec} tool calls/s), ` +
     `${round(report.elapsedMs / 1000)} s in all; wrong or lost results: ${report.failures}.`,
     "",
-    `Host RSS: ${report.hostRssMb.baseline} MB before the load, ${report.hostRssMb.peak} MB at ` +
-    `its peak, ${report.hostRssMb.after} MB 5 s after it.`,
+    `Host RSS: ${report.hostRssMb.baseline} MB before the load (settled after the warm-up), ` +
+    `${report.hostRssMb.peak} MB at its peak, ${report.hostRssMb.after} MB settled ` +
+    `${round(report.hostRssMb.afterWaitedMs / 1000)} s after it.`,
     "",
   ].join("\n");
 }
