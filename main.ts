@@ -23,6 +23,15 @@ Usage:
   code-executor run FILE.ts [--timeout MS] [--json]
                                             Run a TypeScript file in the sandbox
   code-executor doctor [--config PATH]...   Check every configured MCP server and the token savings
+  code-executor setup [--client ID] [--move] [--sync] [--yes] [--dry-run]
+                                            Find your MCP servers and put Code Executor in front
+                                            of them in a client's config (asks on a terminal)
+  code-executor sync [--config PATH]... [--out DIR] [--no-wrappers]
+                                            Re-list every server's tools into the cache and
+                                            regenerate the wrappers
+  code-executor wrappers [--config PATH]... [--out DIR] [--only SERVER]...
+                                            Generate typed TypeScript and Python wrappers for
+                                            every server's tools (default ~/.code-executor/wrappers)
   code-executor --help | --version
 
 Options:
@@ -30,12 +39,39 @@ Options:
   --timeout MS    Wall-clock limit for run (default: limits.timeoutMs, 30000)
   --json          For run: print the whole result as JSON
 
+Setup options:
+  --client ID     claude-code, claude-desktop, cursor, vscode, windsurf or project (.mcp.json)
+  --move          Move the client's other servers into ~/.config/code-executor/mcp.json
+  --sync          Install a daily sync (systemd user timer, launchd agent or Task Scheduler)
+  --yes, -y       No questions: the defaults and the flags decide
+  --dry-run       Print the changes as diffs and write nothing
+  --no-check      Do not connect to the servers afterwards
+  --no-enable     Write the daily sync's files but do not run systemctl/launchctl
+  --project DIR   The project for .mcp.json and .vscode/mcp.json (default: the current directory)
+
 Settings come from ~/.config/code-executor/config.jsonc, ./.code-executor.jsonc and
 $CODE_EXECUTOR_CONFIG, then environment variables; see README.md.
 Logs go to stderr; with serve, stdout carries only MCP messages.
 `;
 
 async function main(args: string[]): Promise<number> {
+  if (
+    (args[0] === "setup" || args[0] === "sync") && args.some((a) => a === "--help" || a === "-h")
+  ) {
+    await Deno.stdout.write(new TextEncoder().encode(HELP));
+    return 0;
+  }
+  // These commands have options of their own. They are loaded on demand so that `serve` does not
+  // pay for their modules (config editing, code generation) at start-up or in memory.
+  if (args[0] === "setup") {
+    return await (await import("./src/cli/setup.ts")).setupCommand(args.slice(1));
+  }
+  if (args[0] === "sync") {
+    return await (await import("./src/cli/sync.ts")).syncCommand(args.slice(1));
+  }
+  if (args[0] === "wrappers") {
+    return await (await import("./src/cli/wrappers.ts")).wrappersCommand(args.slice(1));
+  }
   const { values, positionals } = parseArgs({
     args,
     allowPositionals: true,
@@ -75,7 +111,9 @@ async function main(args: string[]): Promise<number> {
     }
     return await runFile(rest[0], { timeoutMs, json: values.json });
   }
-  throw new TypeError(`Unknown command "${command}": expected serve, run or doctor (see --help)`);
+  throw new TypeError(
+    `Unknown command "${command}": expected serve, run, doctor, setup, sync or wrappers (see --help)`,
+  );
 }
 
 if (import.meta.main) {

@@ -42,6 +42,7 @@ function paths(dirs: Dirs) {
     claude: join(dirs.home, ".claude.json"),
     cursor: join(dirs.home, ".cursor", "mcp.json"),
     project: join(dirs.project, ".mcp.json"),
+    own: join(dirs.home, ".config", "code-executor", "mcp.json"),
     envFile: join(dirs.root, "env-config.jsonc"),
     cli1: join(dirs.root, "cli-1.json"),
     cli2: join(dirs.root, "cli-2.jsonc"),
@@ -122,6 +123,10 @@ Deno.test("discoverUpstreams() lets later sources win by server name", async () 
       } } }`,
     );
     await write(
+      p.own,
+      `{ "mcpServers": { "shared": ${stdio("from-own")}, "own-only": ${stdio("own-only")} } }`,
+    );
+    await write(
       p.envFile,
       `/* MCP_CONFIG_PATH */ { "mcpServers": { "shared": ${stdio("from-env")}, "env-only": ${
         stdio("env-only")
@@ -144,6 +149,7 @@ Deno.test("discoverUpstreams() lets later sources win by server name", async () 
       [p.cli2, "from-cli-2"],
       [p.cli1, "from-cli-1"],
       [p.envFile, "from-env"],
+      [p.own, "from-own"],
       [p.project, "from-project"],
       [p.cursor, "from-cursor"],
       [p.claude, "from-claude"],
@@ -161,6 +167,7 @@ Deno.test("discoverUpstreams() lets later sources win by server name", async () 
       "cursor-only",
       "desktop-only",
       "env-only",
+      "own-only",
       "project-only",
       "shared",
     ]);
@@ -171,6 +178,7 @@ Deno.test("discoverUpstreams() lets later sources win by server name", async () 
         ["claude-code", p.claude, true, 2],
         ["cursor", p.cursor, true, 2],
         ["project", p.project, true, 2],
+        ["code-executor", p.own, true, 2],
         ["env", p.envFile, true, 2],
         ["cli", p.cli1, true, 2],
         ["cli", p.cli2, true, 2],
@@ -191,7 +199,10 @@ Deno.test("discoverUpstreams() lets later sources win by server name", async () 
     }
     const none = await discover(dirs, env, { configPaths });
     assertEquals(none.servers, []);
-    assertEquals(none.sources.map((s) => s.found), [false, false, false, false, true, true, true]);
+    assertEquals(
+      none.sources.map((s) => s.found),
+      [false, false, false, false, false, true, true, true],
+    );
   });
 });
 

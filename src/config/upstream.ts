@@ -4,7 +4,9 @@
  *
  * Sources are merged by server name, later sources winning (the whole entry is replaced):
  * Claude Desktop, `~/.claude.json` (top level, then the current project), `~/.cursor/mcp.json`,
- * the project's `.mcp.json`, `MCP_CONFIG_PATH`, then each `--config PATH`. One unusable entry
+ * the project's `.mcp.json`, Code Executor's own `~/.config/code-executor/mcp.json` (where
+ * `setup --move` puts the servers it takes out of a client), `MCP_CONFIG_PATH`, then each
+ * `--config PATH`. One unusable entry
  * never affects the others: it is reported in {@linkcode UpstreamConfig.broken} with a message
  * that names the file, the server and the key.
  *
@@ -61,12 +63,56 @@ export interface SkippedServer {
   reason: "disabled" | "self";
 }
 
+/**
+ * Which client or option a config file belongs to: `code-executor` is Code Executor's own
+ * upstream file, `env` is `MCP_CONFIG_PATH` and `cli` a `--config PATH`. `vscode` and
+ * `windsurf` files are read by `setup` only, not by discovery.
+ */
+export type ConfigKind =
+  | "claude-desktop"
+  | "claude-code"
+  | "cursor"
+  | "project"
+  | "vscode"
+  | "windsurf"
+  | "code-executor"
+  | "env"
+  | "cli";
+
+/** A client config file at its default location. */
+export interface ClientConfigFile {
+  /** Which client the file belongs to. */
+  kind: ConfigKind;
+  /** Absolute path of the file, which may not exist. */
+  path: string;
+}
+
+/** One object of server entries inside a config file. */
+export interface ServerSection {
+  /** The raw entries, by server name. */
+  entries: Record<string, unknown>;
+  /** Where the object is, as a JSON path (`["mcpServers"]`, `["projects", dir, "mcpServers"]`). */
+  path: string[];
+  /** Where the object is, for messages: the file, and the project key when there is one. */
+  where: string;
+}
+
+/** What became of one server entry. Exactly one of the fields is set. */
+export interface ServerEntryOutcome {
+  /** The entry is usable. */
+  server?: UpstreamServerConfig;
+  /** The entry cannot be used. */
+  broken?: BrokenServer;
+  /** The entry was left out on purpose. */
+  skipped?: SkippedServer;
+}
+
 /** One configuration file that was looked at. */
 export interface ConfigSource {
   /** Absolute path of the file. */
   path: string;
   /** Which client or option the file belongs to. */
-  kind: "claude-desktop" | "claude-code" | "cursor" | "project" | "env" | "cli";
+  kind: ConfigKind;
   /** Whether the file exists. */
   found: boolean;
   /** Usable servers defined in the file (before later files override them). */
@@ -223,21 +269,56 @@ interface CandidateFile {
   explicit: boolean;
 }
 
-interface Section {
-  entries: Record<string, unknown>;
-  where: string;
-}
+type Section = ServerSection;
 
-interface Outcome {
-  server?: UpstreamServerConfig;
-  broken?: BrokenServer;
-  skipped?: SkippedServer;
-}
+type Outcome = ServerEntryOutcome;
 
 interface EntryContext {
   env: Record<string, string>;
   cwd: string;
   selfMains: string[];
+}
+
+/**
+ * Returns the config files that discovery reads by default, lowest precedence first: Claude
+ * Desktop (the location for `os`), `~/.claude.json`, `~/.cursor/mcp.json`, the project's
+ * `.mcp.json` and Code Executor's own upstream file. A path is left out when the variables it
+ * needs (`HOME`, `APPDATA`) are not set.
+ *
+ * @param env The environment to read `HOME`, `USERPROFILE`, `APPDATA` and `XDG_CONFIG_HOME` from.
+ * @param options The project directory and the operating system whose locations to use.
+ * @returns The files, which may not exist.
+ */
+export function defaultConfigFiles(
+  env: Record<string, string>,
+  options: { cwd: string; os?: typeof Deno.build.os },
+): ClientConfigFile[] {
+  const files: ClientConfigFile[] = [];
+  const home = env.HOME || env.USERPROFILE || undefined;
+  const desktop = claudeDesktopConfigPath(options.os ?? Deno.build.os, env, home);
+  if (desktop) files.push({ path: desktop, kind: "claude-desktop" });
+  if (home) {
+    files.push({ path: join(home, ".claude.json"), kind: "claude-code" });
+    files.push({ path: join(home, ".cursor", "mcp.json"), kind: "cursor" });
+  }
+  files.push({ path: join(options.cwd, ".mcp.json"), kind: "project" });
+  const own = ownUpstreamConfigPath(env);
+  if (own) files.push({ path: own, kind: "code-executor" });
+  return files;
+}
+
+/**
+ * Returns the path of Code Executor's own upstream config file,
+ * `$XDG_CONFIG_HOME/code-executor/mcp.json` (by default `~/.config/code-executor/mcp.json`), next
+ * to the settings file. `setup --move` writes the servers it moves there; `serve` reads it.
+ *
+ * @param env The environment to read `XDG_CONFIG_HOME`, `HOME` and `USERPROFILE` from.
+ * @returns The path, or undefined when neither a config nor a home directory is known.
+ */
+export function ownUpstreamConfigPath(env: Record<string, string>): string | undefined {
+  const home = env.HOME || env.USERPROFILE || undefined;
+  const configHome = env.XDG_CONFIG_HOME || (home ? join(home, ".config") : undefined);
+  return configHome ? join(configHome, "code-executor", "mcp.json") : undefined;
 }
 
 function candidateFiles(
@@ -247,14 +328,9 @@ function candidateFiles(
 ): CandidateFile[] {
   const files: CandidateFile[] = [];
   if (options.includeClientConfigs ?? true) {
-    const home = env.HOME || env.USERPROFILE || undefined;
-    const desktop = claudeDesktopConfigPath(options.os ?? Deno.build.os, env, home);
-    if (desktop) files.push({ path: desktop, kind: "claude-desktop", explicit: false });
-    if (home) {
-      files.push({ path: join(home, ".claude.json"), kind: "claude-code", explicit: false });
-      files.push({ path: join(home, ".cursor", "mcp.json"), kind: "cursor", explicit: false });
+    for (const file of defaultConfigFiles(env, { cwd, os: options.os })) {
+      files.push({ ...file, explicit: false });
     }
-    files.push({ path: join(cwd, ".mcp.json"), kind: "project", explicit: false });
   }
   if (env.MCP_CONFIG_PATH) {
     files.push({ path: resolve(cwd, env.MCP_CONFIG_PATH), kind: "env", explicit: true });
@@ -296,6 +372,24 @@ async function readConfigFile(candidate: CandidateFile): Promise<string | undefi
   }
 }
 
+/**
+ * Parses a config file and returns its objects of server entries: `mcpServers` (`servers` in a
+ * VS Code file) and, in `~/.claude.json`, the current project's `mcpServers`.
+ *
+ * @param text The file's contents (JSONC).
+ * @param file The file's path, for messages.
+ * @param options Which client the file belongs to, and the project directory.
+ * @returns The sections, in precedence order (lowest first).
+ * @throws {UpstreamConfigError} When the text does not parse or has the wrong shape.
+ */
+export function readServerSections(
+  text: string,
+  file: string,
+  options: { kind: ConfigKind; cwd: string },
+): ServerSection[] {
+  return extractSections({ path: file, kind: options.kind, explicit: false }, text, options.cwd);
+}
+
 function extractSections(candidate: CandidateFile, text: string, cwd: string): Section[] {
   const file = candidate.path;
   let value: unknown;
@@ -310,8 +404,9 @@ function extractSections(candidate: CandidateFile, text: string, cwd: string): S
     );
   }
   const sections: Section[] = [];
-  const top = serversOf(value, file, "mcpServers");
-  if (top) sections.push({ entries: top, where: file });
+  const key = candidate.kind === "vscode" ? "servers" : "mcpServers";
+  const top = serversOf(value, file, key);
+  if (top) sections.push({ entries: top, path: [key], where: file });
   if (candidate.kind === "claude-code" && isPlainObject(value.projects)) {
     const projects = value.projects;
     // Claude Code keys projects by the directory it was started in; that may be a symlink.
@@ -324,8 +419,8 @@ function extractSections(candidate: CandidateFile, text: string, cwd: string): S
           `Invalid MCP config file ${file}: projects["${key}"] must be an object`,
         );
       }
-      const entries = serversOf(project, file, `projects["${key}"].mcpServers`);
-      if (entries) sections.push({ entries, where });
+      const entries = serversOf(project, file, "mcpServers", `projects["${key}"].mcpServers`);
+      if (entries) sections.push({ entries, path: ["projects", key, "mcpServers"], where });
     }
   }
   return sections;
@@ -334,9 +429,10 @@ function extractSections(candidate: CandidateFile, text: string, cwd: string): S
 function serversOf(
   container: Record<string, unknown>,
   file: string,
-  label: string,
+  key: string,
+  label = key,
 ): Record<string, unknown> | undefined {
-  const servers = container.mcpServers;
+  const servers = container[key];
   if (servers === undefined || servers === null) return undefined;
   if (!isPlainObject(servers)) {
     throw new UpstreamConfigError(`Invalid MCP config file ${file}: "${label}" must be an object`);
@@ -355,6 +451,28 @@ function projectKeys(cwd: string): string[] {
   for (const key of [...keys]) keys.push(key.replaceAll("\\", "/"));
   // The exact spelling goes last so that it wins over the realpath's entry.
   return [...new Set(keys)].reverse();
+}
+
+/**
+ * Decides what becomes of one server entry: usable (with every `${VAR}` expanded), broken (with
+ * a message naming the file, the server and the key) or skipped (disabled, or Code Executor
+ * itself).
+ *
+ * @param name The entry's key.
+ * @param raw The entry as parsed.
+ * @param options The file and section it is in, the variables and the project directory.
+ * @returns The outcome.
+ */
+export function classifyServerEntry(
+  name: string,
+  raw: unknown,
+  options: { file: string; where?: string; env: Record<string, string>; cwd: string },
+): ServerEntryOutcome {
+  return resolveEntry(name, raw, options.file, options.where ?? options.file, {
+    env: options.env,
+    cwd: resolve(options.cwd),
+    selfMains: selfMainPaths(),
+  });
 }
 
 function resolveEntry(

@@ -437,8 +437,14 @@ function primary(text: string): Rendered {
   return { text, binding: "primary" };
 }
 
-/** Looks up a local JSON Pointer reference (`#`, `#/$defs/X`, …) in own properties only. */
-function resolvePointer(ref: string, root: unknown): unknown {
+/**
+ * Looks up a local JSON Pointer reference (`#`, `#/$defs/X`, …) in own properties only.
+ *
+ * @param ref The `$ref` value; anything not starting with `#` resolves to nothing.
+ * @param root The document the pointer is relative to.
+ * @returns The referenced value, or undefined when it does not exist.
+ */
+export function resolvePointer(ref: string, root: unknown): unknown {
   if (!ref.startsWith("#")) return undefined;
   let pointer: string;
   try {
@@ -490,7 +496,89 @@ function quote(text: string): string {
   return JSON.stringify(text).replaceAll("\u2028", "\\u2028").replaceAll("\u2029", "\\u2029");
 }
 
-function argsAreOptional(schema: unknown): boolean {
+/**
+ * Returns a TypeScript string literal whose value is exactly `text`: a JSON string with the line
+ * separators U+2028 and U+2029 escaped as well, so it stays on one line. Lone surrogates are kept
+ * as `\\uXXXX` escapes.
+ *
+ * @param text Any text, untrusted.
+ * @returns A double-quoted literal, safe to paste into generated code.
+ *
+ * @example
+ * ```ts
+ * stringLiteral('say "hi"\n'); // '"say \\"hi\\"\\n"'
+ * ```
+ */
+export function stringLiteral(text: string): string {
+  return quote(String(text));
+}
+
+/** Options of {@linkcode docCommentLines}. */
+export interface DocCommentLinesOptions {
+  /** Characters kept before the text is cut with `…`. Default 4000. */
+  maxChars?: number;
+  /** Lines kept before the text is cut with `…`. Default 60. */
+  maxLines?: number;
+}
+
+/**
+ * Splits untrusted text into lines that are safe inside a multi-line `/** … *\/` comment: every
+ * line break (CR, LF, U+2028, U+2029) ends a line, other control characters and bidi overrides
+ * become spaces, `*\/` cannot close the comment, and the text is bounded. Blank lines at either
+ * end are dropped; an empty text gives no lines.
+ *
+ * @param text The description, verbatim.
+ * @param options Bounds.
+ * @returns The lines, without the ` * ` prefix.
+ *
+ * @example
+ * ```ts
+ * docCommentLines("Reads *\/ a file\nSecond line"); // ["Reads *\\/ a file", "Second line"]
+ * ```
+ */
+export function docCommentLines(text: string, options: DocCommentLinesOptions = {}): string[] {
+  const maxChars = options.maxChars ?? 4000;
+  const maxLines = options.maxLines ?? 60;
+  let chars = Array.from(String(text));
+  let cut = false;
+  if (chars.length > maxChars) {
+    chars = chars.slice(0, maxChars);
+    cut = true;
+  }
+  let lines = chars.join("").split(/\r\n|[\r\n\u2028\u2029]/).map((line) =>
+    line.replace(/[\p{Cc}\u202A-\u202E\u2066-\u2069]/gu, " ").trimEnd()
+  );
+  while (lines.length > 0 && lines[0].trim() === "") lines.shift();
+  while (lines.length > 0 && lines.at(-1)!.trim() === "") lines.pop();
+  if (lines.length > maxLines) {
+    lines = lines.slice(0, maxLines);
+    cut = true;
+  }
+  if (cut && lines.length > 0) lines[lines.length - 1] += "…";
+  // "*" and "/" can also meet across the cut or an escaped pair; escaping every "*/" after the
+  // lines are final leaves no way to end the comment.
+  return lines.map((line) => line.replaceAll("*/", "*\\/"));
+}
+
+/**
+ * Makes untrusted text safe and short for a one-line `/** … *\/` comment (at most 300
+ * characters): the form {@linkcode toolSignature} uses for descriptions.
+ *
+ * @param text The description, verbatim.
+ * @returns One line, possibly empty.
+ */
+export function oneLineDoc(text: string): string {
+  return sanitizeDoc(String(text));
+}
+
+/**
+ * Whether a tool may be called without arguments: its input schema requires no property and
+ * has no combinator or reference that might.
+ *
+ * @param schema The tool's input schema.
+ * @returns True when `args` can be omitted.
+ */
+export function argsAreOptional(schema: unknown): boolean {
   if (!isRecord(schema)) return true;
   if (["$ref", "anyOf", "oneOf", "allOf"].some((keyword) => schema[keyword] !== undefined)) {
     return false;

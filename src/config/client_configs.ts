@@ -1,0 +1,335 @@
+/**
+ * The MCP clients `setup` knows: where each keeps its servers, what is in those files, how to
+ * start Code Executor from them, and which servers can move behind Code Executor.
+ *
+ * Parsing and classifying entries is {@linkcode readServerSections} and
+ * {@linkcode classifyServerEntry} of `upstream.ts`, the same code `serve` discovers servers with.
+ *
+ * @module
+ */
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { redactText } from "../policy/audit.ts";
+import {
+  classifyServerEntry,
+  type ConfigKind,
+  defaultConfigFiles,
+  ownUpstreamConfigPath,
+  readServerSections,
+  UpstreamConfigError,
+} from "./upstream.ts";
+
+/** A client `setup` can write the `code-executor` entry for. */
+export type ClientId =
+  | "claude-code"
+  | "cursor"
+  | "claude-desktop"
+  | "vscode"
+  | "project"
+  | "windsurf";
+
+/** Every client, in the order `setup` shows them. */
+export const CLIENT_IDS: readonly ClientId[] = [
+  "claude-code",
+  "claude-desktop",
+  "cursor",
+  "vscode",
+  "windsurf",
+  "project",
+];
+
+/** A client's config file. */
+export interface ClientConfig {
+  /** The client, or `code-executor` for Code Executor's own upstream file. */
+  id: ClientId | "code-executor";
+  /** A name for people. */
+  label: string;
+  /** Absolute path of the file, which may not exist. */
+  path: string;
+  /** The key of the object of servers: `servers` for VS Code, `mcpServers` elsewhere. */
+  key: "mcpServers" | "servers";
+  /** Whether the file belongs to a project (created world-readable, to be committed). */
+  project: boolean;
+}
+
+/** How a server entry stands. */
+export type EntryState = "usable" | "broken" | "self" | "disabled";
+
+/** One server entry found in a client config. */
+export interface ScannedServer {
+  /** The entry's key. */
+  name: string;
+  /** The entry as written. */
+  raw: unknown;
+  /** JSON path of the object the entry is in. */
+  section: string[];
+  /** Whether discovery can use it, or why not. */
+  state: EntryState;
+  /** Why a broken entry is broken. */
+  error?: string;
+  /** `${VAR}` references (without a default) whose variable is not set here; they stay as is. */
+  missing?: string[];
+  /** `stdio`, `http` or `sse` for a usable entry. */
+  transport?: string;
+}
+
+/** What was found in one client config. */
+export interface ScannedConfig {
+  /** The client and its file. */
+  client: ClientConfig;
+  /** Whether the file exists. */
+  found: boolean;
+  /** The file's text, when it exists. */
+  text?: string;
+  /** Why the file could not be read or parsed. */
+  error?: string;
+  /** The entries, in file order (top-level section first). */
+  servers: ScannedServer[];
+}
+
+/** Where to look: the environment (for `HOME` and friends), the project and the OS. */
+export interface ClientConfigOptions {
+  /** Environment with `HOME`, `APPDATA`, `XDG_CONFIG_HOME`; defaults to the process's. */
+  env?: Record<string, string>;
+  /** The project directory (`.mcp.json`, `.vscode/mcp.json`); defaults to the cwd. */
+  cwd?: string;
+  /** Whose Claude Desktop location to use; defaults to `Deno.build.os`. */
+  os?: typeof Deno.build.os;
+}
+
+/** A command line that starts Code Executor. */
+export interface LaunchCommand {
+  /** The executable. */
+  command: string;
+  /** Its arguments. */
+  args: string[];
+}
+
+const LABELS: Record<ClientId | "code-executor", string> = {
+  "claude-code": "Claude Code",
+  "claude-desktop": "Claude Desktop",
+  "cursor": "Cursor",
+  "vscode": "VS Code",
+  "windsurf": "Windsurf",
+  "project": "Project .mcp.json",
+  "code-executor": "Code Executor",
+};
+
+/** Variables VS Code fills in itself; they mean nothing to Code Executor. */
+const VSCODE_VARIABLES = new Set([
+  "userHome",
+  "workspaceFolder",
+  "workspaceFolderBasename",
+  "cwd",
+  "pathSeparator",
+  "/",
+  "file",
+  "fileDirname",
+  "execPath",
+]);
+
+/**
+ * Lists every client config file `setup` knows, plus Code Executor's own upstream file (last).
+ * The Claude Code, Claude Desktop, Cursor, project and own paths are the ones discovery reads.
+ *
+ * @param options Environment, project directory and operating system.
+ * @returns One entry per client.
+ * @throws {TypeError} When no home directory is known (`HOME` or `USERPROFILE`).
+ */
+export function clientConfigs(options: ClientConfigOptions = {}): ClientConfig[] {
+  const env = options.env ?? Deno.env.toObject();
+  const cwd = resolve(options.cwd ?? Deno.cwd());
+  const home = env.HOME || env.USERPROFILE;
+  if (!home) throw new TypeError("Cannot find the client configs: HOME is not set");
+  const known = new Map<ConfigKind, string>(
+    defaultConfigFiles(env, { cwd, os: options.os }).map((f) => [f.kind, f.path]),
+  );
+  const config = (
+    id: ClientId | "code-executor",
+    path: string,
+    key: ClientConfig["key"] = "mcpServers",
+  ): ClientConfig => ({
+    id,
+    label: LABELS[id],
+    path,
+    key,
+    project: id === "project" || id === "vscode",
+  });
+  const out: ClientConfig[] = [
+    config("claude-code", known.get("claude-code") ?? join(home, ".claude.json")),
+    config(
+      "claude-desktop",
+      known.get("claude-desktop") ?? join(home, ".config", "Claude", "claude_desktop_config.json"),
+    ),
+    config("cursor", known.get("cursor") ?? join(home, ".cursor", "mcp.json")),
+    config("vscode", join(cwd, ".vscode", "mcp.json"), "servers"),
+    config("windsurf", join(home, ".codeium", "windsurf", "mcp_config.json")),
+    config("project", known.get("project") ?? join(cwd, ".mcp.json")),
+  ];
+  out.push(
+    config(
+      "code-executor",
+      ownUpstreamConfigPath(env) ?? join(home, ".config", "code-executor", "mcp.json"),
+    ),
+  );
+  return out;
+}
+
+/**
+ * Reads one client config and classifies its entries the way discovery would. For Claude Code
+ * only the top-level `mcpServers` is listed: the per-project entries belong to their project,
+ * and `setup` leaves them there.
+ *
+ * @param client The client and its file.
+ * @param options Environment (for `${VAR}`) and project directory.
+ * @returns What the file holds; a missing file is `found: false`, a broken one has `error`.
+ */
+export async function scanClientConfig(
+  client: ClientConfig,
+  options: ClientConfigOptions = {},
+): Promise<ScannedConfig> {
+  const env = options.env ?? Deno.env.toObject();
+  const cwd = resolve(options.cwd ?? Deno.cwd());
+  let text: string;
+  try {
+    text = await Deno.readTextFile(client.path);
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return { client, found: false, servers: [] };
+    return { client, found: true, error: (error as Error).message, servers: [] };
+  }
+  const scanned: ScannedConfig = { client, found: true, text, servers: [] };
+  let sections;
+  try {
+    sections = readServerSections(text, client.path, { kind: kindOf(client), cwd });
+  } catch (error) {
+    if (!(error instanceof UpstreamConfigError)) throw error;
+    scanned.error = error.message;
+    return scanned;
+  }
+  const top = sections.find((s) => s.path.length === 1);
+  for (const [name, raw] of Object.entries(top?.entries ?? {})) {
+    let outcome = classifyServerEntry(name, raw, { file: client.path, env, cwd });
+    const server: ScannedServer = { name, raw, section: [client.key], state: "usable" };
+    const missing = unsetVariables(raw, env);
+    if (outcome.broken && missing.length > 0) {
+      // An unset variable is not a broken entry: it is expanded where Code Executor runs, which
+      // may have it. Check the rest of the entry with every variable set.
+      const filled = { ...env, ...Object.fromEntries(missing.map((v) => [v, "set"])) };
+      outcome = classifyServerEntry(name, raw, { file: client.path, env: filled, cwd });
+      server.missing = missing;
+    }
+    if (outcome.server) server.transport = outcome.server.transport;
+    else if (outcome.broken) {
+      server.state = "broken";
+      server.error = outcome.broken.error;
+    } else server.state = outcome.skipped?.reason ?? "broken";
+    scanned.servers.push(server);
+  }
+  return scanned;
+}
+
+/**
+ * Returns the command line that starts this program: the binary itself when it is compiled
+ * (`deno compile`), `deno run -A <abs path>/main.ts` when it runs from a checkout, and the
+ * `code-executor` command (as installed by `deno install -g -A -n code-executor jsr:…`) when
+ * the module was loaded from a remote URL.
+ *
+ * @param subcommand The command to run (`serve`, `sync`).
+ * @returns The executable and its arguments.
+ */
+export function selfLaunchCommand(subcommand: string): LaunchCommand {
+  const main = new URL("../../main.ts", import.meta.url);
+  if (isCompiled()) return { command: Deno.execPath(), args: [subcommand] };
+  if (main.protocol !== "file:") return { command: "code-executor", args: [subcommand] };
+  return { command: Deno.execPath(), args: ["run", "-A", fileURLToPath(main), subcommand] };
+}
+
+function isCompiled(): boolean {
+  // A compiled binary serves its modules from a virtual directory named deno-compile-<name>.
+  return /deno-compile-/.test(fileURLToPath(import.meta.url));
+}
+
+/**
+ * Returns the `code-executor` entry for a client's config: a stdio server started with
+ * `launch`. Claude Code and VS Code get an explicit `"type": "stdio"`, as their own tools write.
+ *
+ * @param client Which client.
+ * @param launch How to start Code Executor.
+ * @returns The entry.
+ */
+export function selfEntry(
+  client: ClientId,
+  launch: LaunchCommand,
+): Record<string, unknown> {
+  const typed = client === "claude-code" || client === "vscode";
+  return {
+    ...(typed ? { type: "stdio" } : {}),
+    command: launch.command,
+    args: launch.args,
+  };
+}
+
+/**
+ * Says why a server entry must not move into Code Executor's own config, or returns undefined
+ * when it may. It must not when it holds a literal secret (an API key, a token, a password:
+ * whatever the audit log's redactor would hide) outside a `${VAR}` reference, because moving
+ * would copy the secret into a new file; nor when it uses variables only the client can fill in
+ * (VS Code's `${input:…}`, `${workspaceFolder}`, …).
+ *
+ * @param server The entry.
+ * @param client The client it is in.
+ * @returns The reason, naming the key, or undefined.
+ */
+export function moveBlocker(server: ScannedServer, client: ClientConfig): string | undefined {
+  if (server.state === "self") return "it is Code Executor itself";
+  if (server.state === "disabled") return "it is disabled";
+  if (server.state === "broken") return server.error ?? "it is not usable";
+  for (const [key, value] of stringLeaves(server.raw, "")) {
+    for (const match of value.matchAll(/\$\{([^}]*)\}/g)) {
+      const inner = match[1];
+      const foreign = /:(?!-)/.test(inner) ||
+        (client.id === "vscode" && VSCODE_VARIABLES.has(inner));
+      if (foreign) {
+        return `"${key}" uses \${${inner}}, which only ${client.label} can fill in`;
+      }
+    }
+    const literal = value.replace(/\$\{[^}]*\}/g, "");
+    const name = key.split(".").pop() ?? key;
+    if (redactText(`${name}=${literal}`) !== `${name}=${literal}`) {
+      const variable = /^env\.[A-Za-z_][A-Za-z0-9_]*$/.test(key)
+        ? name
+        : `${server.name}_${name}`.toUpperCase().replace(/[^A-Z0-9_]/g, "_");
+      return `"${key}" holds a literal secret, which moving would copy to a new file; it stays ` +
+        `in ${client.path}. To move it, write "\${${variable}}" there instead, export ` +
+        `${variable} where Code Executor runs, and run setup again`;
+    }
+  }
+  return undefined;
+}
+
+function unsetVariables(raw: unknown, env: Record<string, string>): string[] {
+  const names = new Set<string>();
+  for (const [, value] of stringLeaves(raw, "")) {
+    for (const match of value.matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g)) {
+      if (env[match[1]] === undefined) names.add(match[1]);
+    }
+  }
+  return [...names].sort();
+}
+
+function kindOf(client: ClientConfig): ConfigKind {
+  return client.id === "code-executor" ? "code-executor" : client.id;
+}
+
+function stringLeaves(value: unknown, prefix: string): Array<[string, string]> {
+  if (typeof value === "string") return [[prefix, value]];
+  if (Array.isArray(value)) {
+    return value.flatMap((item, i) => stringLeaves(item, `${prefix}[${i}]`));
+  }
+  if (value && typeof value === "object") {
+    return Object.entries(value).flatMap(([k, v]) =>
+      stringLeaves(v, prefix ? `${prefix}.${k}` : k)
+    );
+  }
+  return [];
+}
