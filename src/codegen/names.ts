@@ -74,20 +74,13 @@ export const TYPESCRIPT_RESERVED: ReadonlySet<string> = new Set([
   "getToolSchema",
   "tools",
   "ToolError",
+  "llm",
+  "askUser",
+  "progress",
 ]);
 
-/**
- * Names a generated Python function or module may not take: keywords, soft keywords, and the
- * lower-case builtins (a wrapper module whose `list` or `str` were tools could no longer use
- * them), and the globals `run_python` gives its code (`from … import *` must not hide them).
- * Generated identifiers are lower-case ASCII, so capitalised builtins cannot collide.
- */
-export const PYTHON_RESERVED: ReadonlySet<string> = new Set([
-  "call_mcp_tool",
-  "discover_mcp_tools",
-  "search_tools",
-  "get_tool_schema",
-  "tools",
+/** Keywords only: what a Python parameter name must avoid (builtins may be shadowed there). */
+export const PYTHON_KEYWORDS: ReadonlySet<string> = new Set([
   "False",
   "None",
   "True",
@@ -123,6 +116,24 @@ export const PYTHON_RESERVED: ReadonlySet<string> = new Set([
   "while",
   "with",
   "yield",
+]);
+
+/**
+ * Names a generated Python function or module may not take: keywords, soft keywords, and the
+ * lower-case builtins (a wrapper module whose `list` or `str` were tools could no longer use
+ * them), and the globals `run_python` gives its code (`from … import *` must not hide them).
+ * Generated identifiers are lower-case ASCII, so capitalised builtins cannot collide.
+ */
+export const PYTHON_RESERVED: ReadonlySet<string> = new Set([
+  ...PYTHON_KEYWORDS,
+  "call_mcp_tool",
+  "discover_mcp_tools",
+  "search_tools",
+  "get_tool_schema",
+  "tools",
+  "llm",
+  "ask_user",
+  "progress",
   "match",
   "case",
   "type",
@@ -201,45 +212,6 @@ export const PYTHON_RESERVED: ReadonlySet<string> = new Set([
   "tuple",
   "vars",
   "zip",
-]);
-
-/** Keywords only: what a Python parameter name must avoid (builtins may be shadowed there). */
-export const PYTHON_KEYWORDS: ReadonlySet<string> = new Set([
-  "False",
-  "None",
-  "True",
-  "and",
-  "as",
-  "assert",
-  "async",
-  "await",
-  "break",
-  "class",
-  "continue",
-  "def",
-  "del",
-  "elif",
-  "else",
-  "except",
-  "finally",
-  "for",
-  "from",
-  "global",
-  "if",
-  "import",
-  "in",
-  "is",
-  "lambda",
-  "nonlocal",
-  "not",
-  "or",
-  "pass",
-  "raise",
-  "return",
-  "try",
-  "while",
-  "with",
-  "yield",
 ]);
 
 /** File names Windows reserves whatever the extension. */
