@@ -107,7 +107,10 @@ interface FreshCacheResult {
 interface RefillResult {
   /** `pool.take()` → replacement ready (`pool.fill()`, `await pool.settled()`). */
   refill: Stats;
-  /** The `bootMs` the children report: Worker start → interpreter ready, inside the child. */
+  /**
+   * The `bootMs` the children report: Worker start → interpreter ready, inside the child (the
+   * Worker reads the snapshot itself, so this includes the read).
+   */
   childBoot: Stats;
   fromSnapshot: boolean;
   /** `runPython()` wall time in process (no MCP), and the server's `durationMs`. */
@@ -548,7 +551,7 @@ async function runRefill(options: Options): Promise<RefillResult> {
       pool.fill();
       await pool.settled();
       const elapsed = performance.now() - started;
-      // The first two children were booted together at start-up; later ones booted alone.
+      // The first two children were booted at start-up; later ones booted alone.
       if (i >= 2 && child.boot?.bootMs !== undefined) boots.push(child.boot.bootMs);
       fromSnapshot &&= child.boot?.fromSnapshot === true;
       await child.dispose();

@@ -4,15 +4,21 @@
  * spawn-per-call baseline timed in the same process so that results can be quoted as ratios.
  *
  * ```sh
- * deno run -A bench/run_typescript.ts [--iterations 60] [--warmup 5] [--pause-ms 250] [--json]
+ * deno run -A bench/run_typescript.ts [--iterations 60] [--warmup 5] [--pause-ms 250]
+ *   [--cold-pause-ms 50] [--json]
  * ```
  *
  * Scenarios (warm-up calls are never counted):
  * - baseline: `deno run --no-config -q tiny.ts` per call, awaited with `Deno.Command#output()`;
+ * - naive server: `bench/_naive_server.ts`, a spawn-per-call MCP server (one `deno run` of a
+ *   `data:` URL per call), driven by the same kind of client and interleaved call by call with
+ *   the warm and the cold scenario, so that both see the same machine load: the ratio
+ *   ours / naive is the number to compare across machines;
  * - MCP round trip: a `run_typescript` call that the server refuses before any sandbox work;
  * - warm: warm pool on (`CODE_EXECUTOR_WARM_POOL=2`), sequential calls with a pause before each
  *   call so that the background refill has finished and every call takes a pre-started child;
- * - cold: warm pool off (`CODE_EXECUTOR_WARM_POOL=0`), sequential calls, each spawns a child;
+ * - cold: warm pool off (`CODE_EXECUTOR_WARM_POOL=0`), sequential calls, each spawns a child
+ *   (`--cold-pause-ms` apart, so that one call's clean-up does not overlap the next call);
  * - concurrent: 8 parallel `callTool` loops on one client, warm pool on (the server runs
  *   `limits.maxConcurrent` at once and queues the rest, so latency includes queueing);
  * - host RSS (VmRSS of the server process) once idle after start-up, and after the calls.
@@ -28,6 +34,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const NAIVE_SERVER = fileURLToPath(new URL("./_naive_server.ts", import.meta.url));
 const CODE = "return 1";
 const SETTLE_MS = 2_000;
 const CONCURRENCY = 8;
@@ -46,6 +53,8 @@ interface Stats {
 
 interface ScenarioResult {
   latency: Stats;
+  /** The naive spawn-per-call server, its calls interleaved with these (sequential scenarios). */
+  naive?: Stats;
   /** The server's own `durationMs` (pool take or spawn → result), excluding MCP and disposal. */
   serverDuration: Stats;
   throughputPerSec?: number;
@@ -67,7 +76,13 @@ interface Report {
     loadAfter: string;
   };
   command: string;
-  options: { iterations: number; warmup: number; pauseMs: number; concurrency: number };
+  options: {
+    iterations: number;
+    warmup: number;
+    pauseMs: number;
+    coldPauseMs: number;
+    concurrency: number;
+  };
   baseline: Stats;
   /** A refused `run_typescript` call: the MCP round trip without any sandbox work. */
   mcpRoundTrip: Stats;
@@ -75,6 +90,8 @@ interface Report {
   cold: ScenarioResult;
   concurrent: ScenarioResult;
   ratios: { warm: number; cold: number; concurrent: number };
+  /** Our median over the median of the naive server's calls interleaved with the scenario. */
+  ratiosToNaive: { warm: number; cold: number };
   targets: {
     warmMedian: { targetMs: number; actualMs: number; met: boolean };
     coldMedian: { targetMs: number; actualMs: number; met: boolean };
@@ -203,6 +220,7 @@ async function runBaseline(iterations: number, warmup: number): Promise<Stats> {
 interface BenchServer {
   client: Client;
   pid: number;
+  /** One `run_typescript` of CODE; `serverMs` is NaN for the naive server. */
   call(): Promise<{ latencyMs: number; serverMs: number }>;
   /** A `run_typescript` call the server refuses before it touches a sandbox. */
   callRefused(): Promise<number>;
@@ -215,8 +233,11 @@ function callerDenoDir(): string {
   return env("DENO_DIR") ?? join(env("XDG_CACHE_HOME") ?? join(home, ".cache"), "deno");
 }
 
-/** Starts `deno run -A main.ts serve` with a private TMPDIR and connects an SDK client. */
-async function startServer(warmPool: number): Promise<BenchServer> {
+/**
+ * Starts `deno run -A main.ts serve` (or, with "naive", the naive spawn-per-call server) with a
+ * private TMPDIR and connects an SDK client.
+ */
+async function startServer(warmPool: number | "naive"): Promise<BenchServer> {
   const tempDir = await Deno.makeTempDir({ prefix: "ce-bench-" });
   // A private HOME: no user settings, no upstream servers from ~/.claude.json and the like, and
   // a fresh cache for the sandbox children. Deno's own cache stays the caller's, so that the
@@ -227,13 +248,13 @@ async function startServer(warmPool: number): Promise<BenchServer> {
     TMPDIR: tempDir,
     DENO_DIR: callerDenoDir(),
     CODE_EXECUTOR_LOG_LEVEL: "warn",
-    CODE_EXECUTOR_WARM_POOL: String(warmPool),
+    CODE_EXECUTOR_WARM_POOL: String(warmPool === "naive" ? 0 : warmPool),
     // Python would build its snapshot and boot its own pool in the background of this run.
     PYTHON_ENABLED: "false",
   };
   const transport = new StdioClientTransport({
     command: Deno.execPath(),
-    args: ["run", "-A", "main.ts", "serve"],
+    args: warmPool === "naive" ? ["run", "-A", NAIVE_SERVER] : ["run", "-A", "main.ts", "serve"],
     cwd: ROOT,
     env,
     stderr: "pipe",
@@ -280,6 +301,13 @@ async function startServer(warmPool: number): Promise<BenchServer> {
       const started = performance.now();
       const result = await client.callTool({ name: "run_typescript", arguments: { code: CODE } });
       const latencyMs = performance.now() - started;
+      if (warmPool === "naive") {
+        const text = (result.content as Array<{ text?: string }> | undefined)?.[0]?.text;
+        if (result.isError || text?.trim() !== "1") {
+          throw new Error(`The naive server did not print 1: ${JSON.stringify(result)}`);
+        }
+        return { latencyMs, serverMs: NaN };
+      }
       const outcome = (result.structuredContent ?? {}) as CallOutcome;
       if (result.isError || outcome.ok !== true || outcome.returnValue !== 1) {
         throw new Error(
@@ -315,9 +343,14 @@ async function idleRss(server: BenchServer): Promise<{ host: number; children: n
   };
 }
 
+/**
+ * Sequential calls to our server, each followed (after the same pause) by one call to the naive
+ * server when it is given, so that both are measured under the same load.
+ */
 async function runSequential(
   warmPool: number,
   options: { iterations: number; warmup: number; pauseMs: number },
+  naive?: BenchServer,
   onRoundTrip?: (roundTrip: Stats) => void,
 ): Promise<ScenarioResult> {
   const server = await startServer(warmPool);
@@ -334,6 +367,7 @@ async function runSequential(
     }
     const latencies: number[] = [];
     const serverTimes: number[] = [];
+    const naiveLatencies: number[] = [];
     for (let i = 0; i < options.warmup + options.iterations; i++) {
       if (options.pauseMs > 0) await sleep(options.pauseMs);
       const { latencyMs, serverMs } = await server.call();
@@ -341,10 +375,15 @@ async function runSequential(
         latencies.push(latencyMs);
         serverTimes.push(serverMs);
       }
+      if (!naive) continue;
+      if (options.pauseMs > 0) await sleep(options.pauseMs);
+      const naiveCall = await naive.call();
+      if (i >= options.warmup) naiveLatencies.push(naiveCall.latencyMs);
     }
     await sleep(SETTLE_MS / 2);
     return {
       latency: stats(latencies),
+      ...(naive ? { naive: stats(naiveLatencies) } : {}),
       serverDuration: stats(serverTimes),
       idleRssMb: round(idle.host),
       idleChildrenRssMb: round(idle.children),
@@ -407,7 +446,7 @@ function ratio(value: number, base: number): number {
 }
 
 function renderMarkdown(report: Report): string {
-  const { baseline, mcpRoundTrip, warm, cold, concurrent, ratios, targets } = report;
+  const { baseline, mcpRoundTrip, warm, cold, concurrent, ratios, ratiosToNaive, targets } = report;
   const row = (cells: Array<string | number>) => `| ${cells.join(" | ")} |`;
   const yes = (met: boolean) => (met ? "met" : "**not met**");
   const lines = [
@@ -421,7 +460,9 @@ function renderMarkdown(report: Report): string {
     "",
     `Code: \`${CODE}\`; ${report.options.iterations} measured calls per scenario after ` +
     `${report.options.warmup} warm-up calls; warm scenario pauses ${report.options.pauseMs} ms ` +
-    "before each call so the pool has refilled.",
+    "before each call so the pool has refilled, cold " +
+    `${report.options.coldPauseMs} ms. Each call of ours is followed, after the same pause, by ` +
+    "a call to the naive spawn-per-call server (`bench/_naive_server.ts`): compare ours / naive.",
     "",
     row([
       "scenario",
@@ -430,36 +471,35 @@ function renderMarkdown(report: Report): string {
       "p95 ms",
       "min ms",
       "median / baseline",
+      "median / naive",
       "server durationMs median",
       "throughput calls/s",
     ]),
-    row(["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:"]),
-    row([
-      "baseline: `deno run` per call",
-      baseline.n,
-      baseline.medianMs,
-      baseline.p95Ms,
-      baseline.minMs,
-      "1.00",
-      "",
-      "",
-    ]),
-    row([
-      "MCP round trip only (refused call, no sandbox)",
-      mcpRoundTrip.n,
-      mcpRoundTrip.medianMs,
-      mcpRoundTrip.p95Ms,
-      mcpRoundTrip.minMs,
-      ratio(mcpRoundTrip.medianMs, baseline.medianMs).toFixed(2),
-      "",
-      "",
-    ]),
-    ...([["warm pool on (2), sequential", warm, ratios.warm], [
-      "warm pool off, sequential",
-      cold,
-      ratios.cold,
-    ], [`${CONCURRENCY} concurrent callers, warm pool on`, concurrent, ratios.concurrent]] as const)
-      .map(([name, s, r]) =>
+    row(["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"]),
+    ...([
+      ["baseline: `deno run` per call", baseline],
+      ["naive server, interleaved with warm", warm.naive!],
+      ["naive server, interleaved with cold", cold.naive!],
+      ["MCP round trip only (refused call, no sandbox)", mcpRoundTrip],
+    ] as const).map(([name, s]) =>
+      row([
+        name,
+        s.n,
+        s.medianMs,
+        s.p95Ms,
+        s.minMs,
+        ratio(s.medianMs, baseline.medianMs).toFixed(2),
+        "",
+        "",
+        "",
+      ])
+    ),
+    ...([
+      ["warm pool on (2), sequential", warm, ratios.warm, ratiosToNaive.warm],
+      ["warm pool off, sequential", cold, ratios.cold, ratiosToNaive.cold],
+      [`${CONCURRENCY} concurrent callers, warm pool on`, concurrent, ratios.concurrent, undefined],
+    ] as const)
+      .map(([name, s, r, n]) =>
         row([
           name,
           s.latency.n,
@@ -467,6 +507,7 @@ function renderMarkdown(report: Report): string {
           s.latency.p95Ms,
           s.latency.minMs,
           r.toFixed(2),
+          n === undefined ? "" : `**${n.toFixed(2)}**`,
           s.serverDuration.medianMs,
           s.throughputPerSec ?? "",
         ])
@@ -509,13 +550,14 @@ async function main(args: string[]): Promise<void> {
       iterations: { type: "string" },
       warmup: { type: "string" },
       "pause-ms": { type: "string" },
+      "cold-pause-ms": { type: "string" },
       json: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });
   if (values.help) {
     console.log(
-      "Usage: deno run -A bench/run_typescript.ts [--iterations N] [--warmup N] [--pause-ms MS] [--json]",
+      "Usage: deno run -A bench/run_typescript.ts [--iterations N] [--warmup N] [--pause-ms MS] [--cold-pause-ms MS] [--json]",
     );
     return;
   }
@@ -523,18 +565,31 @@ async function main(args: string[]): Promise<void> {
     iterations: positiveInt(values.iterations, "iterations", 60),
     warmup: positiveInt(values.warmup, "warmup", 5, 0),
     pauseMs: positiveInt(values["pause-ms"], "pause-ms", 250, 0),
+    coldPauseMs: positiveInt(values["cold-pause-ms"], "cold-pause-ms", 50, 0),
     concurrency: CONCURRENCY,
   };
 
   const loadBefore = await loadAverage();
   log(`baseline: ${options.iterations} × deno run --no-config -q tiny.ts`);
   const baseline = await runBaseline(options.iterations, options.warmup);
-  log(`warm pool on: ${options.iterations} sequential calls, ${options.pauseMs} ms apart`);
+  log("naive spawn-per-call server: starting");
+  const naive = await startServer("naive");
+  let warm: ScenarioResult;
+  let cold: ScenarioResult;
   let mcpRoundTrip: Stats | undefined;
-  const warm = await runSequential(2, options, (roundTrip) => mcpRoundTrip = roundTrip);
-  if (!mcpRoundTrip) throw new Error("The MCP round trip was not measured");
-  log(`warm pool off: ${options.iterations} sequential calls`);
-  const cold = await runSequential(0, { ...options, pauseMs: 0 });
+  try {
+    log(
+      `warm pool on: ${options.iterations} sequential calls, ${options.pauseMs} ms apart, each followed by a naive call`,
+    );
+    warm = await runSequential(2, options, naive, (roundTrip) => mcpRoundTrip = roundTrip);
+    if (!mcpRoundTrip) throw new Error("The MCP round trip was not measured");
+    log(
+      `warm pool off: ${options.iterations} sequential calls, ${options.coldPauseMs} ms apart, each followed by a naive call`,
+    );
+    cold = await runSequential(0, { ...options, pauseMs: options.coldPauseMs }, naive);
+  } finally {
+    await naive.close();
+  }
   log(`${CONCURRENCY} concurrent callers`);
   const concurrent = await runConcurrent(options);
 
@@ -552,6 +607,10 @@ async function main(args: string[]): Promise<void> {
       warm: ratio(warm.latency.medianMs, baseline.medianMs),
       cold: ratio(cold.latency.medianMs, baseline.medianMs),
       concurrent: ratio(concurrent.latency.medianMs, baseline.medianMs),
+    },
+    ratiosToNaive: {
+      warm: ratio(warm.latency.medianMs, warm.naive!.medianMs),
+      cold: ratio(cold.latency.medianMs, cold.naive!.medianMs),
     },
     targets: {
       warmMedian: {

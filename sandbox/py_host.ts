@@ -32,6 +32,7 @@ const encode = encoder.encode.bind(encoder);
 const stringify = JSON.stringify;
 const parse = JSON.parse;
 const stdoutWriteSync = Deno.stdout.writeSync.bind(Deno.stdout);
+const stderrWriteSync = Deno.stderr.writeSync.bind(Deno.stderr);
 const stdinRead = Deno.stdin.read.bind(Deno.stdin);
 const realExit: (code?: number) => never = Deno.exit;
 
@@ -44,15 +45,29 @@ const CALL_FIELDS = ["name", "args", "server", "tool", "search", "query", "limit
 let nonce = "";
 let pending = "";
 
-function writeAll(bytes: Uint8Array): void {
+function writeAll(bytes: Uint8Array, write = stdoutWriteSync): void {
   let offset = 0;
   while (offset < bytes.length) {
-    offset += stdoutWriteSync(offset === 0 ? bytes : bytes.subarray(offset));
+    offset += write(offset === 0 ? bytes : bytes.subarray(offset));
   }
 }
 
 function send(frame: Record<string, unknown>): void {
   writeAll(encode(nonce + " " + stringify(frame) + "\n"));
+}
+
+/**
+ * Sends a run's result. The mark before it tells the host that it has read everything this
+ * process wrote to stderr, so it can kill a single-use child at once instead of waiting for its
+ * exit; Python never sees the nonce, so it cannot forge the mark.
+ */
+function sendResult(frame: Record<string, unknown>): void {
+  try {
+    writeAll(encode("\0" + nonce + "\0"), stderrWriteSync);
+  } catch {
+    // Stderr is gone; the host then waits for the end of the stream.
+  }
+  send(frame);
 }
 
 const readBuffer = new Uint8Array(64 * 1024);
@@ -200,15 +215,11 @@ async function main(): Promise<void> {
 
   const interrupt = new SharedArrayBuffer(4);
   const signal = new Int32Array(interrupt);
-  let snapshot: Uint8Array | undefined;
-  let snapshotError: string | undefined;
-  if (!snapshotMode && typeof init.snapshotPath === "string") {
-    try {
-      snapshot = await Deno.readFile(init.snapshotPath);
-    } catch (error) {
-      snapshotError = `Cannot read the snapshot: ${(error as Error).message}`;
-    }
-  }
+  // The Worker reads the snapshot itself, while it imports Pyodide: reading 30 MB in a fresh
+  // process takes 40-90 ms, and Pyodide needs the bytes only once its Wasm module is loaded.
+  const snapshotPath = !snapshotMode && typeof init.snapshotPath === "string"
+    ? init.snapshotPath
+    : undefined;
 
   const { wheels, errors: wheelErrors } = snapshotMode
     ? { wheels: [], errors: [] }
@@ -225,7 +236,7 @@ async function main(): Promise<void> {
     name: "python",
     deno: {
       permissions: {
-        read: [indexDir, workerPath],
+        read: snapshotPath ? [indexDir, workerPath, snapshotPath] : [indexDir, workerPath],
         write: false,
         net: false,
         env: false,
@@ -242,7 +253,7 @@ async function main(): Promise<void> {
   const fail = (message: string) => {
     flushOut();
     if (running) {
-      send({ t: "result", ok: false, error: { type: "SandboxCrash", message } });
+      sendResult({ t: "result", ok: false, error: { type: "SandboxCrash", message } });
     } else send({ t: "fatal", message });
     realExit(1);
   };
@@ -273,7 +284,7 @@ async function main(): Promise<void> {
         if (!running) break;
         running = false;
         flushOut();
-        send(resultFrame(message.body));
+        sendResult(resultFrame(message.body));
         if (!session) realExit(0);
         break;
       case "ready":
@@ -283,7 +294,7 @@ async function main(): Promise<void> {
           t: "ready",
           bootMs: typeof message.bootMs === "number" ? Math.round(message.bootMs) : undefined,
           fromSnapshot: message.fromSnapshot === true,
-          snapshotError: snapshotError ?? text(message.snapshotError, 2000),
+          snapshotError: text(message.snapshotError, 2000),
           wheelErrors: readyWheelErrors(message.wheelErrors),
         });
         break;
@@ -308,15 +319,12 @@ async function main(): Promise<void> {
     }
   };
 
-  const transfer = [
-    ...(snapshot ? [snapshot.buffer as ArrayBuffer] : []),
-    ...wheels.map((wheel) => wheel.bytes.buffer as ArrayBuffer),
-  ];
+  const transfer = wheels.map((wheel) => wheel.bytes.buffer as ArrayBuffer);
   worker.postMessage({
     t: "boot",
     indexDir,
     indexUrl: init.indexUrl,
-    snapshot,
+    snapshotPath,
     makeSnapshot: snapshotMode,
     interrupt,
     allowedImports: init.allowedImports ?? [],

@@ -357,13 +357,27 @@ export class Executor {
         wheels,
         log: this.#log,
       };
-      const pool = new WarmPool(python.warmPool, async () => {
+      const boot = async () => {
         const child = await PyChild.spawn(base);
         if (!(await child.ready)) {
           await child.dispose();
           throw new Error("The Python sandbox did not start");
         }
         return child;
+      };
+      // The first fill boots one child at a time, so that the first is ready as early as possible
+      // for the first run (two boots side by side on 2 CPUs each take nearly as long as both in
+      // a row). Refills boot side by side: under a burst, that keeps every CPU busy.
+      let serial = python.warmPool;
+      let booting: Promise<unknown> = Promise.resolve();
+      const pool = new WarmPool(python.warmPool, () => {
+        if (serial-- <= 0) return boot();
+        const next = booting.then(() => {
+          if (this.#closing.signal.aborted) throw new Error("The server is shutting down");
+          return boot();
+        });
+        booting = next.catch(() => {});
+        return next;
       }, this.#log);
       return { base, pool };
     })();
@@ -526,14 +540,15 @@ export class Executor {
   }
 
   async #leaseTs(code: string, granted: GrantedPermissions): Promise<Lease> {
-    const child = (isDefaultProfile(granted) ? this.#pool.take() : undefined) ??
-      await TsChild.spawn({ ...this.#base, ...granted });
+    const pooled = isDefaultProfile(granted) ? this.#pool.take() : undefined;
+    const child = pooled ?? await TsChild.spawn({ ...this.#base, ...granted });
     this.#active.add(child);
     return {
       run: (limits) => child.run(wrapTypescript(code), limits),
       done: () =>
         this.#retire(child, async () => {
-          await scrubEmitCache(this.#base.denoDir);
+          // Pooled children do not write to the emit cache (see TsChild.spawn).
+          if (!pooled) await scrubEmitCache(this.#base.denoDir);
           this.#pool.fill();
         }),
     };
@@ -564,7 +579,26 @@ export class Executor {
         done: () => {},
       };
     }
-    const child = python.pool.take() ?? await PyChild.spawn(python.base);
+    // A run that finds the pool empty while it boots (after start-up, during refills) waits for
+    // the child with a head start rather than booting one more on the same CPUs.
+    const expired = new AbortController();
+    const timer = setTimeout(() => expired.abort(), deadline.timeoutMs);
+    let pooled: PyChild | undefined;
+    try {
+      pooled = await python.pool.takeOrWait(AbortSignal.any([deadline.signal, expired.signal]));
+    } finally {
+      clearTimeout(timer);
+    }
+    if (!pooled && deadline.signal.aborted) {
+      throw new ExecutionRefusedError("Cancelled", "The execution was cancelled");
+    }
+    if (!pooled && expired.signal.aborted) {
+      throw new ExecutionRefusedError(
+        "TimeoutError",
+        `Execution timed out after ${deadline.timeoutMs} ms while a Python sandbox was starting: retry, or pass a larger timeoutMs`,
+      );
+    }
+    const child = pooled ?? await PyChild.spawn(python.base);
     this.#active.add(child);
     return {
       run: (limits) => child.run(code, { ...limits, graceMs }),
@@ -572,9 +606,14 @@ export class Executor {
     };
   }
 
-  /** Disposes a used child off the response path; {@linkcode Executor.close} waits for it. */
+  /**
+   * Disposes a used child off the response path: a macrotask later, once the response has been
+   * written, so that the kill and the teardown do not compete with it for the CPUs (a used
+   * TypeScript child sleeps until then). {@linkcode Executor.close} waits for it.
+   */
   #retire(child: { dispose(): Promise<void> }, after: () => unknown): void {
-    const job = child.dispose()
+    const job = new Promise<void>((resolve) => setTimeout(resolve, 0))
+      .then(() => child.dispose())
       .then(after)
       .catch((error) => this.#log.warn(`Cannot clean up a sandbox: ${(error as Error).message}`))
       .finally(() => {

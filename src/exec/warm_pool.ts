@@ -28,6 +28,7 @@ export class WarmPool<T extends PooledChild> {
   #closed = false;
   #failedAt = 0;
   #inflight = new Set<Promise<void>>();
+  #waiting = 0;
 
   /**
    * @param size How many idle children to keep; 0 disables the pool.
@@ -58,6 +59,39 @@ export class WarmPool<T extends PooledChild> {
     return child;
   }
 
+  /**
+   * Hands out an idle child or, when there is none but children are starting, the first one to
+   * become idle. A run that arrives while the pool boots (just after start-up, or during a
+   * refill) waits for a child that has a head start instead of booting one more on the same
+   * CPUs. No more callers wait than children are starting: the others get undefined at once and
+   * start their own, so that a burst still uses every CPU.
+   *
+   * @param signal Ends the wait; a child that arrives later stays in the pool.
+   * @returns A child that has not run anything, or undefined when none is idle or starting for
+   * this caller, or when `signal` aborts first.
+   */
+  async takeOrWait(signal?: AbortSignal): Promise<T | undefined> {
+    let child = this.take();
+    if (child || this.#waiting >= this.#inflight.size) return child;
+    this.#waiting++;
+    try {
+      while (!child && this.#inflight.size > 0 && !signal?.aborted) {
+        const aborted = Promise.withResolvers<void>();
+        const onAbort = () => aborted.resolve();
+        signal?.addEventListener("abort", onAbort, { once: true });
+        try {
+          await Promise.race([Promise.race(this.#inflight), aborted.promise]);
+        } finally {
+          signal?.removeEventListener("abort", onAbort);
+        }
+        if (!signal?.aborted) child = this.take();
+      }
+    } finally {
+      this.#waiting--;
+    }
+    return child;
+  }
+
   /** Starts children in the background until the pool is full. */
   fill(): void {
     if (this.#closed || Date.now() - this.#failedAt < RETRY_AFTER_FAILURE_MS) return;
@@ -70,7 +104,7 @@ export class WarmPool<T extends PooledChild> {
         },
         (error: Error) => {
           this.#failedAt = Date.now();
-          this.#log.warn(`Cannot pre-start a sandbox child: ${error.message}`);
+          if (!this.#closed) this.#log.warn(`Cannot pre-start a sandbox child: ${error.message}`);
         },
       ).finally(() => {
         this.#spawning--;

@@ -1,0 +1,199 @@
+/**
+ * The parts of the Python executor that make it fast: the pool's wait for a child that is
+ * starting, the synchronous run of code that does not await, the warm-up before `ready`, and the
+ * kill at the result (stderr mark), which must leave sessions alive.
+ */
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { assert, assertEquals, assertMatch } from "./_assert.ts";
+import { leftovers, sandboxPids } from "./_helpers.ts";
+import { resolveSettings } from "../src/config/settings.ts";
+import { cacheDir, Executor } from "../src/exec/executor.ts";
+import { PyChild, type PyChildOptions, type PyRunLimits } from "../src/exec/py_sandbox.ts";
+import { ensurePyodideSnapshot, findPyodideDir } from "../src/exec/pyodide.ts";
+import { type PooledChild, WarmPool } from "../src/exec/warm_pool.ts";
+import { createLogger } from "../src/log.ts";
+
+const log = createLogger("error");
+const sandboxDir = fileURLToPath(new URL("../sandbox/", import.meta.url));
+const hostPath = join(sandboxDir, "py_host.ts");
+const workerPath = join(sandboxDir, "py_worker.ts");
+const denoDir = join(cacheDir(), "deno");
+const pyodideDir = await findPyodideDir();
+const snapshotPath = await ensurePyodideSnapshot({
+  denoPath: Deno.execPath(),
+  hostPath,
+  workerPath,
+  pyodideDir,
+  cacheDir: join(cacheDir(), "pyodide"),
+  denoDir,
+  log,
+});
+const LIMITS: PyRunLimits = { timeoutMs: 20_000, maxOutputBytes: 100 * 1024 };
+
+/** A pool member that is only an object: what WarmPool itself does is under test. */
+class Member implements PooledChild {
+  exited = false;
+  disposed = false;
+  dispose(): Promise<void> {
+    this.disposed = true;
+    return Promise.resolve();
+  }
+}
+
+/** A pool whose spawns finish when the test releases them. */
+function gatedPool(size: number) {
+  const gates: Array<PromiseWithResolvers<Member>> = [];
+  const pool = new WarmPool<Member>(size, () => {
+    const gate = Promise.withResolvers<Member>();
+    gates.push(gate);
+    return gate.promise;
+  }, log);
+  return { pool, gates };
+}
+
+Deno.test("WarmPool.takeOrWait() hands out the child that a spawn in progress delivers", async () => {
+  const { pool, gates } = gatedPool(2);
+  pool.fill();
+  assertEquals(pool.idle, 0);
+  const first = pool.takeOrWait();
+  const second = pool.takeOrWait();
+  const a = new Member();
+  gates[0].resolve(a);
+  assertEquals(await first, a);
+  const b = new Member();
+  gates[1].resolve(b);
+  // The second caller lost the race for the first child and waited for the next one.
+  assertEquals(await second, b);
+  assertEquals(await pool.takeOrWait(), undefined, "nothing idle and nothing starting");
+  await pool.close();
+});
+
+Deno.test("WarmPool.takeOrWait() makes no more callers wait than children are starting", async () => {
+  const { pool, gates } = gatedPool(1);
+  pool.fill();
+  const first = pool.takeOrWait();
+  // One child is starting and one caller waits for it: the next one must start its own.
+  assertEquals(await pool.takeOrWait(), undefined);
+  const child = new Member();
+  gates[0].resolve(child);
+  assertEquals(await first, child);
+  await pool.close();
+});
+
+Deno.test("WarmPool.takeOrWait() stops waiting on abort and the child stays in the pool", async () => {
+  const { pool, gates } = gatedPool(1);
+  pool.fill();
+  const controller = new AbortController();
+  const waiting = pool.takeOrWait(controller.signal);
+  controller.abort();
+  assertEquals(await waiting, undefined);
+  const child = new Member();
+  gates[0].resolve(child);
+  await pool.settled();
+  assertEquals(pool.idle, 1);
+  assertEquals(pool.take(), child);
+  await pool.close();
+});
+
+async function withChild<T>(
+  options: Partial<PyChildOptions>,
+  fn: (child: PyChild) => Promise<T>,
+): Promise<T> {
+  const tempRoot = await Deno.makeTempDir({ prefix: "ce-pyspeed-" });
+  let child: PyChild | undefined;
+  try {
+    child = await PyChild.spawn({
+      denoPath: Deno.execPath(),
+      hostPath,
+      workerPath,
+      pyodideDir,
+      snapshotPath,
+      tempRoot,
+      denoDir,
+      memoryMb: 512,
+      log,
+      ...options,
+    });
+    assert(await child.ready, "the Python child did not start");
+    return await fn(child);
+  } finally {
+    await child?.dispose();
+    const left = await leftovers(tempRoot);
+    await Deno.remove(tempRoot, { recursive: true });
+    assertEquals(left, [], "sandbox directories left behind");
+  }
+}
+
+Deno.test("PyChild.run() mixes synchronous and awaiting runs in one session", async () => {
+  await withChild({ session: true }, async (child) => {
+    const first = await child.run("x = 20\nprint('sync')\nx + 1", LIMITS);
+    assertEquals([first.ok, first.stdout, first.returnValue], [true, "sync\n", 21]);
+    const second = await child.run(
+      "import asyncio\nawait asyncio.sleep(0)\nx += 1\nprint('async')\nx",
+      LIMITS,
+    );
+    assertEquals([second.ok, second.stdout, second.returnValue], [true, "async\n", 21]);
+    // The session child is not killed at its result: its state survives.
+    const third = await child.run("\n\nx * 2", LIMITS);
+    assertEquals(third.returnValue, 42);
+    assert(!child.exited, "the session child was killed after its result");
+    const failed = await child.run("y = 1\n\nundefined_name + y", LIMITS);
+    assertEquals(failed.error?.type, "NameError");
+    assertMatch(failed.error?.traceback ?? "", /File "code\.py", line 3/);
+    const awaiting = await child.run("import asyncio\nawait asyncio.sleep(0)\n1 / 0", LIMITS);
+    assertEquals(awaiting.error?.type, "ZeroDivisionError");
+    assertMatch(awaiting.error?.traceback ?? "", /File "code\.py", line 3/);
+  });
+});
+
+Deno.test("PyChild.run() interrupts synchronous code at timeoutMs with its line", async () => {
+  const result = await withChild(
+    {},
+    (child) => child.run("n = 0\nwhile True:\n    n += 1", { ...LIMITS, timeoutMs: 1_500 }),
+  );
+  assertEquals(result.error?.type, "TimeoutError");
+  assertMatch(result.error?.traceback ?? "", /File "code\.py", line \d/);
+});
+
+Deno.test("PyChild's warm-up before ready leaves nothing in the fresh interpreter", async () => {
+  const result = await withChild({ allowedImports: "*" }, (child) =>
+    child.run(
+      [
+        "import builtins, linecache",
+        "[sorted(k for k, v in globals().items() if not k.startswith('__')",
+        "        and isinstance(v, (int, float, str, list, dict))),",
+        " hasattr(builtins, '_'), ''.join(linecache.getlines('code.py')).count('\\n')]",
+      ].join("\n"),
+      LIMITS,
+    ));
+  // code.py in linecache is this run's own source (4 lines), not the warm-up's.
+  assertEquals(result.returnValue, [[], false, 4]);
+});
+
+Deno.test("Executor.runPython() right after start-up waits for a pooled child instead of booting a third", async () => {
+  const tempDir = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-pyfirst-" }));
+  const settings = resolveSettings({ sandbox: { warmPool: 0, tempDir }, python: { warmPool: 2 } });
+  const executor = await Executor.create(settings, { log });
+  const seen = new Set<number>();
+  let watching = true;
+  const watch = (async () => {
+    while (watching) {
+      for (const pid of await sandboxPids(tempDir, ["py_host.ts"])) seen.add(pid);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
+  try {
+    const result = await executor.runPython("1 + 1");
+    assertEquals([result.ok, result.returnValue], [true, 2]);
+  } finally {
+    watching = false;
+    await watch;
+    await executor.close();
+    const left = (await leftovers(tempDir)).filter((name) => name.startsWith("code-executor-"));
+    await Deno.remove(tempDir, { recursive: true });
+    assertEquals(left, [], "sandbox directories left behind");
+  }
+  // The pool's two children only: the run took the first one to boot.
+  assert(seen.size <= 2, `${seen.size} Python children were started for one run and a pool of 2`);
+});
