@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { Client } from "@modelcontextprotocol/client";
+import { Client, type ClientOptions } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -11,6 +11,18 @@ import type { ExecutionResult } from "../src/exec/result.ts";
 
 /** The repository root. */
 export const ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+/**
+ * The Deno cache this process uses; servers and children under test share it so that npm
+ * packages are not downloaded again.
+ */
+export function denoDir(): string {
+  const own = Deno.env.get("DENO_DIR");
+  if (own) return own;
+  const cacheHome = Deno.env.get("XDG_CACHE_HOME") ??
+    join(Deno.env.get("HOME") ?? "/root", ".cache");
+  return join(cacheHome, "deno");
+}
 
 /** A running `deno task start` with a connected client. */
 export interface ServerHarness {
@@ -35,6 +47,10 @@ export interface StartServerOptions {
   settings?: Record<string, unknown>;
   /** Extra command-line arguments after `deno task start`. */
   args?: string[];
+  /** The client's options: the capabilities it declares (sampling, elicitation), its era. */
+  client?: ClientOptions;
+  /** Called before connecting, to register the client's request handlers. */
+  setup?: (client: Client) => void;
 }
 
 /**
@@ -79,7 +95,11 @@ export async function startServer(options: StartServerOptions = {}): Promise<Ser
     "data",
     (chunk: Uint8Array) => stderrChunks.push(new TextDecoder().decode(chunk)),
   );
-  const client = new Client({ name: "code-executor-tests", version: "1.0.0" });
+  const client = new Client(
+    { name: "code-executor-tests", version: "1.0.0" },
+    options.client,
+  );
+  options.setup?.(client);
   try {
     await client.connect(transport);
   } catch (error) {

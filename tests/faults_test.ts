@@ -14,6 +14,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import {
+  denoDir,
   eventually,
   leftovers,
   ROOT,
@@ -36,15 +37,6 @@ const HANG_TIMEOUT_MS = 1_500;
 const MAX_LAG_MS = 1_000;
 
 type RunResult = Awaited<ReturnType<ServerHarness["runTs"]>>;
-
-/** The Deno cache this process uses, which the servers under test share. */
-function denoDir(): string {
-  const own = Deno.env.get("DENO_DIR");
-  if (own) return own;
-  const cacheHome = Deno.env.get("XDG_CACHE_HOME") ??
-    join(Deno.env.get("HOME") ?? "/root", ".cache");
-  return join(cacheHome, "deno");
-}
 
 /** A private HOME (no user configuration leaks in) and the real Deno cache. */
 function serverEnv(home: string): Record<string, string> {
@@ -855,11 +847,12 @@ Deno.test("serve survives a client that vanishes without reading its answers", a
     }
     assertMatch(seen, /"serverInfo"/);
     await send({ jsonrpc: "2.0", method: "notifications/initialized" });
-    // A run that finishes while nobody reads, one that prints a lot, and one that never ends.
+    // A run that finishes while nobody reads, one that prints a lot, and one that never ends
+    // (and says, in its workspace, that it has started).
     for (
       const [id, code] of [[2, "return 1"], [3, 'console.log("z".repeat(90_000))'], [
         4,
-        "while (true) {}",
+        'Deno.writeTextFileSync("started", ""); while (true) {}',
       ]] as const
     ) {
       await send({
@@ -869,10 +862,16 @@ Deno.test("serve survives a client that vanishes without reading its answers", a
         params: { name: "run_typescript", arguments: { code, timeoutMs: 60_000 } },
       });
     }
-    assert(
-      await eventually(async () => (await sandboxPids(tempDir)).length >= 3),
-      "the runs did not start",
-    );
+    const started = async () => {
+      for (const dir of await sandboxDirs(tempDir)) {
+        if (await Deno.stat(join(tempDir, dir, "ws", "started")).then(() => true, () => false)) {
+          return true;
+        }
+      }
+      return false;
+    };
+    // Checked after the shutdown, so that a failure does not leave the server running.
+    const ran = await eventually(started, 30_000);
     await reader.cancel();
     await writer.close();
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -884,8 +883,113 @@ Deno.test("serve survives a client that vanishes without reading its answers", a
     if (!status) child.kill("SIGKILL");
     const log = await stderr;
     await child.status;
+    assert(ran, `the endless run did not start:\n${log}`);
     assert(status, `the server did not exit after the client vanished:\n${log}`);
     assertEquals(status.code, 0, log);
+    assert(
+      await eventually(async () =>
+        (await sandboxPids(tempDir)).length === 0 && (await sandboxDirs(tempDir)).length === 0
+      ),
+      `left behind: ${await sandboxPids(tempDir)} ${await sandboxDirs(tempDir)}`,
+    );
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});
+
+Deno.test("serve keeps enforcing timeouts while a client is not reading its stdout", async () => {
+  const home = await Deno.makeTempDir({ prefix: "ce-stall-" });
+  const tempDir = join(home, "tmp");
+  await Deno.mkdir(tempDir);
+  const child = new Deno.Command(DENO, {
+    args: ["run", "-A", "main.ts", "serve"],
+    cwd: ROOT,
+    clearEnv: true,
+    env: {
+      PATH: Deno.env.get("PATH") ?? "",
+      ...serverEnv(home),
+      TMPDIR: tempDir,
+      CODE_EXECUTOR_WARM_POOL: "0",
+      CODE_EXECUTOR_PYTHON_WARM_POOL: "0",
+      CODE_EXECUTOR_LOG_LEVEL: "warn",
+    },
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const stderr = new Response(child.stderr).text();
+  const writer = child.stdin.getWriter();
+  const reader = child.stdout.getReader();
+  const send = (message: unknown) =>
+    writer.write(new TextEncoder().encode(JSON.stringify(message) + "\n"));
+  let status: Deno.CommandStatus | undefined;
+  try {
+    await send({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: {
+        protocolVersion: "2025-11-25",
+        capabilities: {},
+        clientInfo: { name: "stalled", version: "1" },
+      },
+    });
+    const first = await reader.read();
+    assert(!first.done && first.value.length > 0, "no answer to initialize");
+    await send({ jsonrpc: "2.0", method: "notifications/initialized" });
+    // Answers bigger than a pipe's buffer fill stdout, which nobody reads from now on; the
+    // endless run must still be killed at its timeout.
+    for (let id = 2; id < 6; id++) {
+      await send({
+        jsonrpc: "2.0",
+        id,
+        method: "tools/call",
+        params: {
+          name: "run_typescript",
+          arguments: { code: 'console.log("z".repeat(90_000))', timeoutMs: 20_000 },
+        },
+      });
+    }
+    await send({
+      jsonrpc: "2.0",
+      id: 6,
+      method: "tools/call",
+      params: {
+        name: "run_typescript",
+        arguments: {
+          code: 'Deno.writeTextFileSync("started", ""); while (true) {}',
+          timeoutMs: 1_000,
+        },
+      },
+    });
+    const endless = async () => {
+      for (const dir of await sandboxDirs(tempDir)) {
+        if (await Deno.stat(join(tempDir, dir, "ws", "started")).then(() => true, () => false)) {
+          return dir;
+        }
+      }
+      return undefined;
+    };
+    assert(await eventually(async () => (await endless()) !== undefined, 30_000), "no start");
+    assert(
+      await eventually(async () => (await endless()) === undefined, 15_000),
+      "the endless run outlived its timeout while stdout was full",
+    );
+  } finally {
+    await writer.close().catch(() => {});
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    status = await Promise.race([
+      child.status,
+      new Promise<undefined>((resolve) => timer = setTimeout(() => resolve(undefined), 10_000)),
+    ]);
+    clearTimeout(timer);
+    if (!status) child.kill("SIGKILL");
+    await reader.cancel();
+    await child.status;
+    await stderr;
+  }
+  try {
+    assert(status, "the server did not exit when stdin closed with stdout full");
     assert(
       await eventually(async () =>
         (await sandboxPids(tempDir)).length === 0 && (await sandboxDirs(tempDir)).length === 0

@@ -10,7 +10,7 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { eventually, leftovers, ROOT, sandboxPids } from "./_helpers.ts";
+import { denoDir, eventually, leftovers, ROOT, sandboxPids } from "./_helpers.ts";
 
 const MiB = 1024 * 1024;
 const encoder = new TextEncoder();
@@ -20,15 +20,6 @@ type Message = Record<string, unknown> & {
   result?: Record<string, unknown>;
   error?: { code: number; message: string; data?: unknown };
 };
-
-/** The Deno cache this process uses, which the servers under test share. */
-function denoDir(): string {
-  const own = Deno.env.get("DENO_DIR");
-  if (own) return own;
-  const cacheHome = Deno.env.get("XDG_CACHE_HOME") ??
-    join(Deno.env.get("HOME") ?? "/root", ".cache");
-  return join(cacheHome, "deno");
-}
 
 /** A `main.ts serve` process spoken to in raw bytes. */
 class RawServer {

@@ -9,7 +9,7 @@
 import { dirname, join } from "node:path";
 import { parse as parseJsonc } from "jsonc-parser";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { ROOT } from "./_helpers.ts";
+import { denoDir, ROOT } from "./_helpers.ts";
 
 const DENO = Deno.execPath();
 const MAIN = join(ROOT, "main.ts");
@@ -47,14 +47,6 @@ function underPty(argv: string[]): string[] {
   throw new Error(
     "Cannot run the interactive setup test: neither util-linux `script` nor python3 is installed",
   );
-}
-
-function denoDir(): string {
-  const own = Deno.env.get("DENO_DIR");
-  if (own) return own;
-  const cacheHome = Deno.env.get("XDG_CACHE_HOME") ??
-    join(Deno.env.get("HOME") ?? "/root", ".cache");
-  return join(cacheHome, "deno");
 }
 
 /** A process on a pseudo-terminal whose output can be waited for. */

@@ -10,7 +10,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { dirname, join, relative } from "node:path";
 import { createScanner, parse as parseJsonc } from "jsonc-parser";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { ROOT, startServer } from "./_helpers.ts";
+import { denoDir, ROOT, startServer } from "./_helpers.ts";
 import { dailySyncPlan } from "../src/cli/sync.ts";
 import { unifiedDiff } from "../src/config/text_diff.ts";
 import { backupFile, writeFileAtomic } from "../src/config/safe_write.ts";
@@ -135,15 +135,6 @@ async function seed(dirs: Dirs): Promise<Seeded> {
       "vscode": await write(join(dirs.project, ".vscode", "mcp.json"), VSCODE),
     },
   };
-}
-
-/** The Deno cache this process uses, shared with the children so nothing is downloaded again. */
-function denoDir(): string {
-  const own = Deno.env.get("DENO_DIR");
-  if (own) return own;
-  const cacheHome = Deno.env.get("XDG_CACHE_HOME") ??
-    join(Deno.env.get("HOME") ?? "/root", ".cache");
-  return join(cacheHome, "deno");
 }
 
 function childEnv(dirs: Dirs): Record<string, string> {

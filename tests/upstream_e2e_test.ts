@@ -11,6 +11,7 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import {
+  denoDir,
   eventually,
   leftovers,
   ROOT,
@@ -29,15 +30,6 @@ const MISSING_COMMAND = "/nonexistent/ce-missing-mcp-server";
 const FIXTURE_TOOLS = 5;
 
 type RunResult = Awaited<ReturnType<ServerHarness["runTs"]>>;
-
-/** The Deno cache this process uses, which the servers under test share. */
-function denoDir(): string {
-  const own = Deno.env.get("DENO_DIR");
-  if (own) return own;
-  const cacheHome = Deno.env.get("XDG_CACHE_HOME") ??
-    join(Deno.env.get("HOME") ?? "/root", ".cache");
-  return join(cacheHome, "deno");
-}
 
 /** The environment every server under test starts with: a private HOME, the real cache. */
 function serverEnv(home: string): Record<string, string> {

@@ -12,7 +12,7 @@
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { ROOT, type ServerHarness, startServer } from "./_helpers.ts";
+import { denoDir, ROOT, type ServerHarness, startServer } from "./_helpers.ts";
 import {
   assignNames,
   moduleNames,
@@ -34,15 +34,6 @@ const FILESYSTEM = "npm:@modelcontextprotocol/server-filesystem@2026.8.31";
 const MEMORY = "npm:@modelcontextprotocol/server-memory@2026.8.31";
 const FIXTURE = join(ROOT, "tests", "fixtures", "upstream_fixture.ts");
 const SILENT_LOG = { debug() {}, info() {}, warn() {}, error() {} };
-
-/** The Deno cache this process uses, which the commands under test share. */
-function denoDir(): string {
-  const own = Deno.env.get("DENO_DIR");
-  if (own) return own;
-  const cacheHome = Deno.env.get("XDG_CACHE_HOME") ??
-    join(Deno.env.get("HOME") ?? "/root", ".cache");
-  return join(cacheHome, "deno");
-}
 
 interface Output {
   code: number;

@@ -6,6 +6,12 @@
  * buffered on every chunk. Here lines are split in linear time, a line over the limit is skipped
  * as it streams in, and every line that is not a JSON-RPC message gets a JSON-RPC error.
  *
+ * The output side is replaced too: under Deno, the SDK's `process.stdout.write` to a pipe blocks
+ * the whole event loop while the pipe is full, so a client that stops reading froze every
+ * timeout, kill and shutdown of the server. Here messages are written in order with the
+ * asynchronous `Deno.stdout.write`, and a failed write (the client is gone) closes the
+ * transport, which ends the server.
+ *
  * @module
  */
 import { type JSONRPCMessage, parseJSONRPCMessage } from "@modelcontextprotocol/server";
@@ -66,6 +72,9 @@ export class LineStdioServerTransport extends StdioServerTransport {
   #pendingBytes = 0;
   #skipped: { head: Uint8Array; bytes: number } | undefined;
   #decoder = new TextDecoder();
+  #encoder = new TextEncoder();
+  #writing: Promise<void> = Promise.resolve();
+  #closed = false;
 
   /**
    * @param options The line limit, its hint, and the close callback.
@@ -77,8 +86,26 @@ export class LineStdioServerTransport extends StdioServerTransport {
   }
 
   override async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
     await super.close();
     this.#options.onClosed?.();
+  }
+
+  override send(message: JSONRPCMessage): Promise<void> {
+    if (this.#closed) return Promise.reject(new Error("The stdio transport is closed"));
+    const bytes = this.#encoder.encode(JSON.stringify(message) + "\n");
+    const written = this.#writing.then(async () => {
+      for (let offset = 0; offset < bytes.length;) {
+        offset += await Deno.stdout.write(bytes.subarray(offset));
+      }
+    });
+    this.#writing = written.catch((error: Error) => {
+      if (this.#closed) return;
+      this.onerror?.(new Error(`Cannot write to stdout: ${error.message}`));
+      this.close().catch(() => {});
+    });
+    return written;
   }
 
   #take(chunk: Uint8Array): void {
