@@ -169,6 +169,59 @@ async def get_tool_schema(name):
     return await _request("schema", {"name": name})
 
 
+def _llm_args(messages, system_prompt, max_tokens, model):
+    args = {"messages": messages, "systemPrompt": system_prompt, "maxTokens": max_tokens,
+            "model": model}
+    return {key: value for key, value in args.items() if value is not None}
+
+
+class _Llm:
+    """The LLM of the MCP client, or the admin's provider API; the server enforces the budget."""
+    __slots__ = ()
+
+    async def ask(self, prompt, system_prompt=None, max_tokens=None, model=None):
+        """Asks one question; returns the answer's text."""
+        args = _llm_args([{"role": "user", "content": prompt}], system_prompt, max_tokens, model)
+        return (await _request("sample", {"args": args}))["text"]
+
+    async def think(self, messages=None, system_prompt=None, max_tokens=None, model=None):
+        """Sends a conversation; returns {text, model, stopReason, usage}.
+
+        Takes keywords, or one dict shaped like TypeScript's options ({"messages": ...}).
+        """
+        if isinstance(messages, dict):
+            return await _request("sample", {"args": messages})
+        return await _request("sample", {"args": _llm_args(messages, system_prompt, max_tokens, model)})
+
+    def __repr__(self):
+        return "<llm>"
+
+
+llm = _Llm()
+
+
+async def ask_user(message, schema=None):
+    """Asks the client's user; returns {action, content}."""
+    return await _request("elicit", {"args": {"message": message, "schema": schema}})
+
+
+def progress(done, total=None, message=None):
+    """Reports progress to the client without waiting for it; returns None."""
+    for name, value in (("done", done), ("total", total)):
+        if value is None and name == "total":
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise TypeError(f"progress(done, total=None, message=None): {name} must be a number")
+    if message is not None and not isinstance(message, str):
+        raise TypeError("progress(done, total=None, message=None): message must be a string")
+    try:
+        text = _json.dumps({"args": {"done": done, "total": total, "message": message}},
+                           allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"progress(done, total=None, message=None): {error}") from None
+    _bridge.request("progress", text)
+
+
 class _ServerTools:
     __slots__ = ("_server",)
 
@@ -220,6 +273,9 @@ API = {
     "tools": tools,
     "ToolError": ToolError,
     "ToolCallError": ToolCallError,
+    "llm": llm,
+    "ask_user": ask_user,
+    "progress": progress,
 }
 
 

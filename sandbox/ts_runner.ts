@@ -284,6 +284,28 @@ function installApi(): void {
       return serverProxy(server);
     },
   });
+  // LLM, user and progress requests carry the code's data under `args`, like tool calls; the
+  // host checks every field.
+  type LlmOptions = { systemPrompt?: string; maxTokens?: number; model?: string };
+  const llm = Object.freeze({
+    ask: async (prompt: string, options: LlmOptions = {}) => {
+      const reply = await request("sample", {
+        args: {
+          messages: [{ role: "user", content: prompt }],
+          systemPrompt: options?.systemPrompt,
+          maxTokens: options?.maxTokens,
+          model: options?.model,
+        },
+      }) as { text: string };
+      return reply.text;
+    },
+    think: (options: LlmOptions & { messages: unknown[] }) => request("sample", { args: options }),
+  });
+  const askUser = (message: string, schema?: Record<string, unknown>) =>
+    request("elicit", { args: { message, schema } });
+  const progress = async (done: number, total?: number, message?: string) => {
+    await request("progress", { args: { done, total, message } });
+  };
   const api: Record<string, unknown> = {
     callMCPTool,
     discoverMCPTools,
@@ -291,6 +313,9 @@ function installApi(): void {
     getToolSchema,
     tools,
     ToolError,
+    llm,
+    askUser,
+    progress,
   };
   for (const [name, value] of Object.entries(api)) {
     Object.defineProperty(globalThis, name, { value, writable: true, configurable: true });

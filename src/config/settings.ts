@@ -92,6 +92,46 @@ const AuditSchema = z.object({
   includeCode: z.boolean().default(false),
 }).strict();
 
+const ProviderSchema = z.object({
+  /** Which wire format: Anthropic Messages, OpenAI-compatible chat completions, or Gemini. */
+  provider: z.enum(["anthropic", "openai", "gemini"]),
+  /** The API's base URL (HTTPS, or http on loopback); each provider's public one when unset. */
+  baseUrl: z.url().optional(),
+  /** The model used when sandbox code names none; the provider's default when unset. */
+  model: z.string().min(1).optional(),
+  /** The environment variable holding the API key; the provider's usual one when unset. */
+  apiKeyEnv: z.string().optional(),
+  /** Models sandbox code may ask for; any when unset. */
+  allowedModels: z.array(z.string().min(1)).optional(),
+  /** Time allowed for one request, retries included (default 60000). */
+  timeoutMs: positiveInt.optional(),
+  /** Retries after a 429, a 5xx or a network error (default 2). */
+  maxRetries: z.number().int().min(0).max(10).optional(),
+  /** `openai` only: the body field of the output cap. */
+  maxTokensField: z.enum(["max_tokens", "max_completion_tokens"]).optional(),
+}).strict();
+
+const SamplingSchema = z.object({
+  /** Whether sandbox code may ask an LLM (`llm.ask`, `llm.think`) at all. */
+  enabled: z.boolean().default(false),
+  /** LLM rounds one execution may make; callers can only lower it. */
+  maxRounds: positiveInt.default(10),
+  /** Input plus output tokens one execution may use; callers can only lower it. */
+  maxTokens: positiveInt.default(10_000),
+  /** Output tokens of a round whose call does not say. */
+  defaultMaxTokens: positiveInt.default(1024),
+  /** Time allowed for one round, through the client or a provider. */
+  requestTimeoutMs: positiveInt.default(60_000),
+  /** System prompts sandbox code may use, verbatim; `"*"` allows any. None by default. */
+  allowedSystemPrompts: z.array(z.string().min(1)).default([]),
+  /** Record prompt and answer text (redacted) in the audit log, not only sizes. */
+  auditPrompts: z.boolean().default(false),
+  /** Whether `askUser` may send elicitation requests to the client. */
+  elicitation: z.boolean().default(true),
+  /** The provider API used when the client cannot sample; none by default. */
+  provider: ProviderSchema.optional(),
+}).strict();
+
 /** The schema of the settings object, with defaults. */
 export const SettingsSchema = z.object({
   limits: LimitsSchema.prefault({}),
@@ -100,6 +140,7 @@ export const SettingsSchema = z.object({
   tools: ToolsSchema.prefault({}),
   python: PythonSchema.prefault({}),
   audit: AuditSchema.prefault({}),
+  sampling: SamplingSchema.prefault({}),
   /** Directories under which callers may grant read or write access (`ALLOWED_PROJECTS`). */
   allowedProjects: z.array(z.string().min(1)).default([]),
 }).strict();
@@ -165,6 +206,17 @@ export const ENV_OVERRIDES: ReadonlyArray<[string, string[], EnvParser]> = [
   ["ENABLE_AUDIT_LOG", ["audit", "enabled"], toBool],
   ["AUDIT_LOG_PATH", ["audit", "path"], (raw) => raw],
   ["CODE_EXECUTOR_PYTHON_WARM_POOL", ["python", "warmPool"], toInt],
+  ["CODE_EXECUTOR_SAMPLING_ENABLED", ["sampling", "enabled"], toBool],
+  ["CODE_EXECUTOR_MAX_SAMPLING_ROUNDS", ["sampling", "maxRounds"], toInt],
+  ["CODE_EXECUTOR_MAX_SAMPLING_TOKENS", ["sampling", "maxTokens"], toInt],
+  ["CODE_EXECUTOR_SAMPLING_TIMEOUT_MS", ["sampling", "requestTimeoutMs"], toInt],
+  [
+    "CODE_EXECUTOR_AI_PROVIDER",
+    ["sampling", "provider", "provider"],
+    (raw) => raw.trim().toLowerCase(),
+  ],
+  ["CODE_EXECUTOR_AI_MODEL", ["sampling", "provider", "model"], (raw) => raw],
+  ["CODE_EXECUTOR_AI_BASE_URL", ["sampling", "provider", "baseUrl"], (raw) => raw],
 ];
 
 /**

@@ -17,6 +17,10 @@ import {
 } from "../policy/permissions.ts";
 import { type AuditLog, sha256Hex } from "../policy/audit.ts";
 import { RateLimiter, ToolPolicy } from "../policy/tool_policy.ts";
+import type { ClientChannel } from "../sampling/channel.ts";
+import { createProviderBackend } from "../sampling/providers.ts";
+import { ClientSession } from "../sampling/session.ts";
+import type { SamplingBackend } from "../sampling/types.ts";
 import { ExecutionRefusedError, type ExecutionResult } from "./result.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { ToolBridge } from "./tool_bridge.ts";
@@ -41,6 +45,10 @@ export interface RunOptions {
   allowedTools?: string[];
   /** Aborting it cancels the run, queued or running. */
   signal?: AbortSignal;
+  /** The MCP client of the tool call: its model, its user, its progress token. */
+  client?: ClientChannel;
+  /** Lower LLM caps for this run; each at most the admin's `sampling` value. */
+  sampling?: { maxRounds?: number; maxTokens?: number };
 }
 
 /** Options of a Python run. */
@@ -242,6 +250,7 @@ export class Executor {
   #log: Logger;
   #hub: Hub | undefined;
   #audit: AuditLog | undefined;
+  #fallback: SamplingBackend | undefined;
   #slots: Slots;
   #starts: RateLimiter;
   #pool: WarmPool<TsChild>;
@@ -257,6 +266,8 @@ export class Executor {
     this.#log = options.log;
     this.#hub = options.hub;
     this.#audit = options.audit;
+    const provider = settings.sampling.provider;
+    this.#fallback = provider ? createProviderBackend(provider) : undefined;
     const log = options.log;
     this.#base = base;
     this.#slots = new Slots(settings.limits.maxConcurrent, settings.limits.maxQueued);
@@ -420,8 +431,9 @@ export class Executor {
     options: PythonRunOptions & RunOptions,
     lease: (granted: GrantedPermissions, deadline: Deadline) => Promise<Lease>,
   ): Promise<ExecutionResult> {
-    const result = await this.#guard(() => this.#execute(code, options, lease));
-    if (this.#audit) await this.#record(language, code, options, result);
+    const executionId = crypto.randomUUID();
+    const result = await this.#guard(() => this.#execute(code, options, lease, executionId));
+    if (this.#audit) await this.#record(language, code, options, result, executionId);
     return result;
   }
 
@@ -430,9 +442,9 @@ export class Executor {
     code: string,
     options: PythonRunOptions & RunOptions,
     result: ExecutionResult,
+    executionId: string,
   ): Promise<void> {
     const audit = this.#audit!;
-    const executionId = crypto.randomUUID();
     const tools = this.#settings.tools;
     const bytes = (text: string) => new TextEncoder().encode(text).length;
     audit.record({
@@ -449,6 +461,7 @@ export class Executor {
       ...(result.error ? { errorType: result.error.type } : {}),
       durationMs: result.durationMs,
       outputBytes: { stdout: bytes(result.stdout), stderr: bytes(result.stderr) },
+      ...(result.sampling ? { sampling: result.sampling } : {}),
     });
     for (const call of result.toolCalls) {
       audit.record({
@@ -480,6 +493,7 @@ export class Executor {
     code: string,
     options: RunOptions,
     lease: (granted: GrantedPermissions, deadline: Deadline) => Promise<Lease>,
+    executionId: string,
   ): Promise<ExecutionResult> {
     const limits = this.#settings.limits;
     if (this.#closing.signal.aborted) {
@@ -499,6 +513,7 @@ export class Executor {
         `timeoutMs ${timeoutMs} is above the admin's maximum of ${limits.maxTimeoutMs} ms (limits.maxTimeoutMs); pass a smaller timeoutMs`,
       );
     }
+    const caps = this.#samplingCaps(options.sampling);
     const granted = await narrowPermissions(options.permissions, this.#settings);
     const policy = new ToolPolicy(this.#settings.tools, options.allowedTools);
     const wait = this.#starts.take("executions");
@@ -519,24 +534,61 @@ export class Executor {
     try {
       const started = performance.now();
       leased = await lease(granted, { timeoutMs, signal });
-      const bridge = this.#hub
-        ? new ToolBridge(this.#hub, policy, this.#settings, AbortSignal.any([signal, ended.signal]))
-        : undefined;
+      const runSignal = AbortSignal.any([signal, ended.signal]);
+      const client = new ClientSession({
+        settings: this.#settings.sampling,
+        caps,
+        channel: options.client,
+        fallback: this.#fallback,
+        audit: this.#audit,
+        executionId,
+        signal: runSignal,
+        elicitationTimeoutMs: timeoutMs,
+      });
+      const bridge = new ToolBridge(this.#hub, policy, this.#settings, runSignal, client);
       const result = await leased.run({
         timeoutMs: Math.max(1, timeoutMs - Math.round(performance.now() - started)),
         reportedTimeoutMs: timeoutMs,
         maxOutputBytes: limits.maxOutputBytes,
         signal,
-        onRequest: bridge ? (frame) => bridge.handle(frame) : undefined,
+        onRequest: (frame) => bridge.handle(frame),
       });
       result.durationMs = Math.round(performance.now() - started);
-      if (bridge) result.toolCalls = bridge.records;
+      result.toolCalls = bridge.records;
+      const sampling = client.totals;
+      if (sampling.rounds > 0) result.sampling = sampling;
       return result;
     } finally {
       ended.abort();
       release();
       leased?.done();
     }
+  }
+
+  /** The LLM caps of one run: the admin's, lowered (never raised) by the caller. */
+  #samplingCaps(asked: RunOptions["sampling"]): { maxRounds: number; maxTokens: number } {
+    const admin = this.#settings.sampling;
+    const caps = { maxRounds: admin.maxRounds, maxTokens: admin.maxTokens };
+    for (const key of ["maxRounds", "maxTokens"] as const) {
+      const value = asked?.[key];
+      if (value === undefined) continue;
+      if (!Number.isSafeInteger(value) || value < 1) {
+        throw new ExecutionRefusedError(
+          "LimitError",
+          `sampling.${key} must be a positive integer, got ${value}`,
+        );
+      }
+      if (value > caps[key]) {
+        throw new ExecutionRefusedError(
+          "LimitError",
+          `sampling.${key} ${value} is above the admin's maximum of ${
+            caps[key]
+          } (sampling.${key}); pass a smaller value or leave it out`,
+        );
+      }
+      caps[key] = value;
+    }
+    return caps;
   }
 
   async #leaseTs(code: string, granted: GrantedPermissions): Promise<Lease> {

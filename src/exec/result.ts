@@ -24,6 +24,16 @@ export interface ToolCallRecord {
   durationMs: number;
 }
 
+/** The LLM use of one execution (`llm.ask`, `llm.think`). */
+export interface SamplingSummary {
+  /** Rounds answered. */
+  rounds: number;
+  /** Input tokens of those rounds (estimated when the backend does not count them). */
+  inputTokens: number;
+  /** Output tokens of those rounds. */
+  outputTokens: number;
+}
+
 /** The outcome of running code in a sandbox. */
 export interface ExecutionResult {
   /** Whether the code ran to completion without an error. */
@@ -42,6 +52,8 @@ export interface ExecutionResult {
   toolCalls: ToolCallRecord[];
   /** Set when stdout or stderr was cut at the cap. */
   truncated?: boolean;
+  /** Set when the code asked an LLM. */
+  sampling?: SamplingSummary;
 }
 
 /**
@@ -92,6 +104,11 @@ export function renderResult(result: ExecutionResult): string {
   }
   if (result.truncated) parts.push("[output truncated]");
   const calls = result.toolCalls.length ? `, ${result.toolCalls.length} tool calls` : "";
-  parts.push(`[${result.ok ? "ok" : "failed"} in ${result.durationMs} ms${calls}]`);
+  const llm = result.sampling
+    ? `, ${result.sampling.rounds} LLM rounds (${
+      result.sampling.inputTokens + result.sampling.outputTokens
+    } tokens)`
+    : "";
+  parts.push(`[${result.ok ? "ok" : "failed"} in ${result.durationMs} ms${calls}${llm}]`);
   return parts.join("\n");
 }

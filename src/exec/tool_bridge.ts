@@ -1,12 +1,15 @@
 /**
  * Serves the in-sandbox API (`callMCPTool`, `discoverMCPTools`, `searchTools`, `getToolSchema`,
- * `tools.<server>.<tool>`) for one execution. Requests arrive as frames from the child and are
- * untrusted: every decision — policy, caps, rate limits, schema validation — is made here.
+ * `tools.<server>.<tool>`) for one execution, and hands `llm.*`, `askUser` and `progress` to its
+ * {@linkcode ClientSession}. Requests arrive as frames from the child and are untrusted: every
+ * decision — policy, caps, rate limits, schema validation — is made here.
  *
  * @module
  */
 import type { Settings } from "../config/settings.ts";
 import type { ToolPolicy } from "../policy/tool_policy.ts";
+import type { ClientSession } from "../sampling/session.ts";
+import { SamplingError } from "../sampling/types.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { UpstreamMessageTooLarge } from "../upstream/pool.ts";
 import { toolSignature } from "../upstream/signatures.ts";
@@ -65,25 +68,34 @@ function upstreamErrorText(result: { content?: Array<Record<string, unknown>> })
 
 /** The bridge of one execution. */
 export class ToolBridge {
-  #hub: Hub;
+  #hub: Hub | undefined;
   #policy: ToolPolicy;
   #settings: Settings;
   #signal: AbortSignal | undefined;
+  #client: ClientSession | undefined;
   #calls = 0;
   /** Calls made so far, in the order they finished. */
   readonly records: ToolCallRecord[] = [];
 
   /**
-   * @param hub Upstream connections, catalog and limiter.
+   * @param hub Upstream connections, catalog and limiter; tool requests fail without it.
    * @param policy This execution's tool policy.
    * @param settings The admin's settings.
    * @param signal Aborted when the execution ends.
+   * @param client Answers `sample`, `elicit` and `progress`, and reports tool calls as progress.
    */
-  constructor(hub: Hub, policy: ToolPolicy, settings: Settings, signal?: AbortSignal) {
+  constructor(
+    hub: Hub | undefined,
+    policy: ToolPolicy,
+    settings: Settings,
+    signal?: AbortSignal,
+    client?: ClientSession,
+  ) {
     this.#hub = hub;
     this.#policy = policy;
     this.#settings = settings;
     this.#signal = signal;
+    this.#client = client;
   }
 
   /**
@@ -96,7 +108,7 @@ export class ToolBridge {
     try {
       return { ok: true, value: await this.#dispatch(frame) };
     } catch (error) {
-      if (error instanceof BridgeError) {
+      if (error instanceof BridgeError || error instanceof SamplingError) {
         return { ok: false, error: { type: error.type, message: error.message } };
       }
       return {
@@ -107,6 +119,15 @@ export class ToolBridge {
   }
 
   async #dispatch(frame: Record<string, unknown>): Promise<unknown> {
+    if (frame.op === "sample" || frame.op === "elicit" || frame.op === "progress") {
+      if (!this.#client) {
+        throw new BridgeError("TypeError", `Sandbox request "${frame.op}" is not available here`);
+      }
+      return await this.#client.handle(frame.op, frame.args);
+    }
+    if (!this.#hub) {
+      throw new BridgeError("ToolCallError", "No MCP servers are available to this execution");
+    }
     const catalog = this.#hub.catalog;
     switch (frame.op) {
       case "call":
@@ -172,6 +193,7 @@ export class ToolBridge {
   }
 
   async #callChecked(name: string, rawArgs: unknown): Promise<unknown> {
+    const hub = this.#hub!;
     const tools = this.#settings.tools;
     const refusal = this.#policy.check(name);
     if (refusal) throw new BridgeError("ToolPolicyError", refusal);
@@ -182,11 +204,11 @@ export class ToolBridge {
       );
     }
     this.#calls++;
-    const entry = await this.#hub.catalog.lookup(name);
+    const entry = await hub.catalog.lookup(name);
     const args = argsObject(rawArgs, name);
-    const invalid = this.#hub.catalog.validator(entry)(args);
+    const invalid = hub.catalog.validator(entry)(args);
     if (invalid) throw new BridgeError("ToolValidationError", invalid);
-    const wait = this.#hub.limiter.take(entry.server);
+    const wait = hub.limiter.take(entry.server);
     if (wait !== undefined) {
       throw new BridgeError(
         "RateLimitError",
@@ -195,8 +217,9 @@ export class ToolBridge {
         } s`,
       );
     }
-    const result = await this.#hub.pool.callTool(entry.server, entry.name, args, {
-      timeoutMs: this.#hub.pool.config(entry.server)?.timeoutMs ?? tools.callTimeoutMs,
+    this.#client?.toolCall(name);
+    const result = await hub.pool.callTool(entry.server, entry.name, args, {
+      timeoutMs: hub.pool.config(entry.server)?.timeoutMs ?? tools.callTimeoutMs,
       signal: this.#signal,
     }).catch((error) => {
       if (!(error instanceof UpstreamMessageTooLarge)) throw error;

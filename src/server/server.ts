@@ -15,6 +15,7 @@ import { ToolPolicy } from "../policy/tool_policy.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { toolSignature } from "../upstream/signatures.ts";
 import { SERVER_VERSION } from "../version.ts";
+import { clientChannel } from "./client_channel.ts";
 
 /** Name and version reported to clients. */
 export const SERVER_INFO = { name: "code-executor", version: SERVER_VERSION } as const;
@@ -45,30 +46,36 @@ const AllowedTools = z.array(z.string()).optional().describe(
 );
 // The real ceiling is the admin's limits.maxTimeoutMs, checked with a clear message.
 const TimeoutMs = z.number().int().min(1).max(3_600_000).optional().describe("Default 30000");
+// The real ceilings are the admin's sampling.maxRounds / maxTokens, checked with a clear message.
+// Offered only when sampling is on: every token of these schemas is in every client's context.
+const LlmCaps = {
+  sampling: z.object({ maxRounds: z.number().min(1), maxTokens: z.number().min(1) }).partial()
+    .optional().describe("Lower the LLM caps"),
+};
 
-const RunTypescriptInput = withoutDialect(
-  z.object({
-    code: z.string().describe("TypeScript module body"),
-    allowedTools: AllowedTools,
-    timeoutMs: TimeoutMs,
-    permissions: z.object({
-      net: z.array(z.string()).optional(),
-      read: z.array(z.string()).optional(),
-      write: z.array(z.string()).optional(),
-    }).strict().optional().describe(
-      "Extra access within the admin's policy: net hosts (host[:port]); read/write absolute paths under ALLOWED_PROJECTS",
-    ),
-  }).strict(),
-);
+const RunTypescriptFields = z.object({
+  code: z.string().describe("TypeScript module body"),
+  allowedTools: AllowedTools,
+  timeoutMs: TimeoutMs,
+  permissions: z.object({
+    net: z.array(z.string()).optional(),
+    read: z.array(z.string()).optional(),
+    write: z.array(z.string()).optional(),
+  }).strict().optional().describe(
+    "Extra access within the admin's policy: net hosts (host[:port]); read/write absolute paths under ALLOWED_PROJECTS",
+  ),
+}).strict();
+const RunTypescriptInput = withoutDialect(RunTypescriptFields.extend(LlmCaps));
+const RunTypescriptPlainInput = withoutDialect(RunTypescriptFields) as typeof RunTypescriptInput;
 
-const RunPythonInput = withoutDialect(
-  z.object({
-    code: z.string().describe("Python 3 source"),
-    allowedTools: AllowedTools,
-    timeoutMs: TimeoutMs,
-    session: z.string().optional().describe("Keep variables between calls under this id"),
-  }).strict(),
-);
+const RunPythonFields = z.object({
+  code: z.string().describe("Python 3 source"),
+  allowedTools: AllowedTools,
+  timeoutMs: TimeoutMs,
+  session: z.string().optional().describe("Keep variables between calls under this id"),
+}).strict();
+const RunPythonInput = withoutDialect(RunPythonFields.extend(LlmCaps));
+const RunPythonPlainInput = withoutDialect(RunPythonFields) as typeof RunPythonInput;
 
 const SearchToolsInput = withoutDialect(
   z.object({
@@ -80,20 +87,23 @@ const SearchToolsInput = withoutDialect(
 
 // Hand-written rather than derived from zod: this schema is in every client's context twice,
 // and the derived one (additionalProperties, nested item schemas) costs twice the tokens.
-const ExecutionOutput = fromJsonSchema<ExecutionResult>({
-  type: "object",
-  properties: {
-    ok: { type: "boolean" },
-    stdout: { type: "string" },
-    stderr: { type: "string" },
-    returnValue: {},
-    error: { type: "object" },
-    durationMs: { type: "number" },
-    toolCalls: { type: "array" },
-    truncated: { type: "boolean" },
-  },
-  required: ["ok", "stdout", "stderr", "durationMs", "toolCalls"],
-});
+function executionOutput(llm: boolean) {
+  return fromJsonSchema<ExecutionResult>({
+    type: "object",
+    properties: {
+      ok: { type: "boolean" },
+      stdout: { type: "string" },
+      stderr: { type: "string" },
+      returnValue: {},
+      error: { type: "object" },
+      durationMs: { type: "number" },
+      toolCalls: { type: "array" },
+      truncated: { type: "boolean" },
+      ...(llm ? { sampling: { type: "object" } } : {}),
+    },
+    required: ["ok", "stdout", "stderr", "durationMs", "toolCalls"],
+  });
+}
 
 const RUN_TYPESCRIPT_DESCRIPTION = [
   "Run TypeScript in a fresh Deno sandbox; only what it prints or returns comes back.",
@@ -104,6 +114,9 @@ const RUN_TYPESCRIPT_DESCRIPTION = [
   "discoverMCPTools({search, server}), getToolSchema(name), or search_tools.",
   "No env, subprocesses, network or files outside the private cwd unless `permissions` grants them.",
 ].join("\n");
+
+const LLM_DESCRIPTION =
+  "\nawait llm.ask(prompt, {systemPrompt?, maxTokens?}) → text; llm.think({messages, ...}) → {text, usage}; askUser(msg, schema?); progress(done, total?).";
 
 const RUN_PYTHON_DESCRIPTION = [
   "Run Python 3 (Pyodide, stdlib) like run_typescript: top-level await; the last expression",
@@ -194,12 +207,15 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
   });
 
   const adminPolicy = new ToolPolicy(deps.executor.settings.tools);
+  const sampling = deps.executor.settings.sampling.enabled;
+  const llm = sampling ? LLM_DESCRIPTION : "";
+  const output = executionOutput(sampling);
 
   const runTypescript = server.registerTool("run_typescript", {
     title: "Run TypeScript",
-    description: RUN_TYPESCRIPT_DESCRIPTION + describeServers(deps.hub),
-    inputSchema: RunTypescriptInput,
-    outputSchema: ExecutionOutput,
+    description: RUN_TYPESCRIPT_DESCRIPTION + llm + describeServers(deps.hub),
+    inputSchema: sampling ? RunTypescriptInput : RunTypescriptPlainInput,
+    outputSchema: output,
     annotations: {
       readOnlyHint: false,
       destructiveHint: true,
@@ -212,6 +228,8 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
       timeoutMs: args.timeoutMs,
       permissions: args.permissions,
       signal: ctx.mcpReq.signal,
+      client: clientChannel(server, ctx),
+      sampling: args.sampling,
     });
     return toToolResult(result);
   });
@@ -219,9 +237,9 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
   if (deps.executor.settings.python.enabled) {
     server.registerTool("run_python", {
       title: "Run Python",
-      description: RUN_PYTHON_DESCRIPTION,
-      inputSchema: RunPythonInput,
-      outputSchema: ExecutionOutput,
+      description: RUN_PYTHON_DESCRIPTION + (sampling ? " Also llm, ask_user, progress." : ""),
+      inputSchema: sampling ? RunPythonInput : RunPythonPlainInput,
+      outputSchema: output,
       annotations: {
         readOnlyHint: false,
         destructiveHint: true,
@@ -234,6 +252,8 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
         timeoutMs: args.timeoutMs,
         session: args.session,
         signal: ctx.mcpReq.signal,
+        client: clientChannel(server, ctx),
+        sampling: args.sampling,
       });
       return toToolResult(result);
     });
@@ -263,7 +283,7 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
       const next = describeServers(deps.hub);
       if (next === described) return;
       described = next;
-      runTypescript.update({ description: RUN_TYPESCRIPT_DESCRIPTION + next });
+      runTypescript.update({ description: RUN_TYPESCRIPT_DESCRIPTION + llm + next });
     },
   };
 }

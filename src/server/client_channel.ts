@@ -1,0 +1,119 @@
+/**
+ * Builds the SDK-free {@linkcode ClientChannel} of one `tools/call` from the request handler's
+ * context: the client's model (`sampling/createMessage`), its user (`elicitation/create`) and
+ * progress notifications for the call's progress token.
+ *
+ * @module
+ */
+import type { McpServer, ServerContext } from "@modelcontextprotocol/server";
+import { estimateTokens } from "../sampling/budget.ts";
+import type { ClientChannel, ElicitationResponse } from "../sampling/channel.ts";
+import type { SamplingResponse } from "../sampling/types.ts";
+
+/**
+ * The SDK's default timeout of server-to-client requests is 60 s; the session enforces
+ * `sampling.requestTimeoutMs` and the run's deadline itself, through the signal.
+ */
+const NO_SDK_TIMEOUT_MS = 2 ** 31 - 1;
+
+/**
+ * Whether the request was sent on the 2026-07-28 protocol era: such requests carry the
+ * `io.modelcontextprotocol/*` envelope in `_meta`, which 2025-era clients never send.
+ */
+function isModernRequest(ctx: ServerContext): boolean {
+  const envelope = ctx.mcpReq.envelope;
+  return envelope !== undefined && Object.keys(envelope).length > 0;
+}
+
+function textOf(content: unknown): string {
+  const blocks = Array.isArray(content) ? content : [content];
+  const texts = blocks.filter((b): b is { type: "text"; text: string } =>
+    typeof b === "object" && b !== null && (b as { type?: unknown }).type === "text" &&
+    typeof (b as { text?: unknown }).text === "string"
+  ).map((b) => b.text);
+  if (texts.length === 0) throw new Error("the client's model answered without text");
+  return texts.join("");
+}
+
+/**
+ * Builds the channel of one tool call.
+ *
+ * @param server The MCP server the call arrived on.
+ * @param ctx The request handler's context.
+ * @returns What sandbox code of this call may ask of the client.
+ */
+export function clientChannel(server: McpServer, ctx: ServerContext): ClientChannel {
+  const channel: ClientChannel = {};
+  const modern = isModernRequest(ctx);
+  const capabilities = server.server.getClientCapabilities();
+  const era =
+    "the client speaks MCP 2026-07-28, where a server cannot send it requests while a tool call runs (see README, Sampling)";
+
+  if (modern) channel.noSampling = era;
+  else if (!capabilities?.sampling) {
+    channel.noSampling = "the MCP client did not declare the sampling capability";
+  } else {
+    channel.sample = async (request, { signal }): Promise<SamplingResponse> => {
+      const result = await ctx.mcpReq.requestSampling({
+        messages: request.messages.map((m) => ({
+          role: m.role,
+          content: { type: "text" as const, text: m.content },
+        })),
+        maxTokens: request.maxTokens,
+        ...(request.systemPrompt !== undefined ? { systemPrompt: request.systemPrompt } : {}),
+        ...(request.model !== undefined
+          ? { modelPreferences: { hints: [{ name: request.model }] } }
+          : {}),
+      }, { signal, timeout: NO_SDK_TIMEOUT_MS });
+      const text = textOf(result.content);
+      const prompt = request.messages.map((m) => m.content).join("\n") +
+        (request.systemPrompt ?? "");
+      return {
+        text,
+        model: result.model,
+        stopReason: result.stopReason ?? "endTurn",
+        usage: { inputTokens: estimateTokens(prompt), outputTokens: estimateTokens(text) },
+      };
+    };
+  }
+
+  if (modern) channel.noElicitation = era;
+  else if (!capabilities?.elicitation) {
+    channel.noElicitation = "the MCP client does not support elicitation (asking its user)";
+  } else {
+    // `send` rather than `elicitInput`: a bare `elicitation: {}` (declared before form and URL
+    // modes existed) means form support, which `elicitInput` does not accept.
+    channel.elicit = async (question, { signal, timeoutMs }): Promise<ElicitationResponse> => {
+      const result = await ctx.mcpReq.send({
+        method: "elicitation/create",
+        params: {
+          mode: "form",
+          message: question.message,
+          requestedSchema: question.requestedSchema,
+        },
+      }, { signal, timeout: Math.min(timeoutMs, NO_SDK_TIMEOUT_MS) });
+      const content = result.content;
+      return {
+        action: String(result.action),
+        ...(content && typeof content === "object" && !Array.isArray(content)
+          ? { content: content as Record<string, unknown> }
+          : {}),
+      };
+    };
+  }
+
+  const token = ctx.mcpReq._meta?.progressToken;
+  if (token !== undefined) {
+    let progress = 0;
+    channel.progress = (message) => {
+      progress++;
+      ctx.mcpReq.notify({
+        method: "notifications/progress",
+        params: { progressToken: token, progress, message },
+      }).catch(() => {
+        // The client went away; the run is being cancelled.
+      });
+    };
+  }
+  return channel;
+}
