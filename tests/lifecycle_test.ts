@@ -62,7 +62,11 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
       // One running child plus the TypeScript pool's two idle ones. With a fresh cache the
       // Python pool is still building its snapshot: shutdown must stop that builder too.
       assert(
-        await eventually(async () => (await sandboxPids(tempDir, ["ts_runner.ts"])).length === 3),
+        await eventually(
+          async () => (await sandboxPids(tempDir, ["ts_runner.ts"])).length === 3,
+          // A fresh HOME: Deno's cache starts empty, and the Python snapshot is built meanwhile.
+          30_000,
+        ),
         "sandboxes did not start",
       );
       Deno.kill(transport.pid!, signal);
