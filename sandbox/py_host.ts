@@ -250,7 +250,12 @@ async function main(): Promise<void> {
 
   let running = false;
   let booted = false;
+  // A single-use child stays put after its result, relaying nothing more, until the host kills
+  // it: exiting at once would tear down the ~160 MB process on the CPUs the host needs to send the
+  // response (see ts_runner.ts). A closed stdin (the host died) still ends it.
+  let finished = false;
   const fail = (message: string) => {
+    if (finished) realExit(0);
     flushOut();
     if (running) {
       sendResult({ t: "result", ok: false, error: { type: "SandboxCrash", message } });
@@ -265,7 +270,7 @@ async function main(): Promise<void> {
   worker.onmessageerror = () => fail("The Python worker sent a message that cannot be read");
   worker.onmessage = async (event: MessageEvent) => {
     const message = event.data as Record<string, unknown>;
-    if (typeof message !== "object" || message === null) return;
+    if (finished || typeof message !== "object" || message === null) return;
     switch (message.t) {
       case "out":
         if ((message.s === "stdout" || message.s === "stderr") && typeof message.d === "string") {
@@ -285,7 +290,7 @@ async function main(): Promise<void> {
         running = false;
         flushOut();
         sendResult(resultFrame(message.body));
-        if (!session) realExit(0);
+        if (!session) finished = true;
         break;
       case "ready":
         if (booted) break;
@@ -336,6 +341,7 @@ async function main(): Promise<void> {
   while (true) {
     const frame = await readFrame();
     if (frame === null) realExit(0);
+    if (finished) continue;
     if (frame.t === "exec" && typeof frame.source === "string") {
       if (running) continue;
       running = true;
