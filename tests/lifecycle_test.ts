@@ -12,7 +12,7 @@ Deno.test("run_typescript is killed when the client cancels the call", async () 
       { signal: controller.signal },
     );
     assert(
-      await eventually(async () => (await sandboxPids(server.tempDir)).length === 1),
+      await eventually(async () => (await sandboxPids(server.tempDir)).length === 1, 30_000),
       "no sandbox started",
     );
     controller.abort();
@@ -59,11 +59,13 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
         arguments: { code: "while (true) {}", timeoutMs: 120_000 },
       })
         .catch(() => undefined);
-      // One running child plus the TypeScript pool's two idle ones. With a fresh cache the
-      // Python pool is still building its snapshot: shutdown must stop that builder too.
+      // The running child plus at least one idle pooled child: the run takes a pooled child
+      // when the pool is ready in time (the pool then refills only after the run), or spawns its
+      // own next to the two the pool is starting. With a fresh cache the Python pool is still
+      // building its snapshot: shutdown must stop that builder too.
       assert(
         await eventually(
-          async () => (await sandboxPids(tempDir, ["ts_runner.ts"])).length === 3,
+          async () => (await sandboxPids(tempDir, ["ts_runner.ts"])).length >= 2,
           // A fresh HOME: Deno's cache starts empty, and the Python snapshot is built meanwhile.
           30_000,
         ),
