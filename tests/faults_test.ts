@@ -931,6 +931,7 @@ Deno.test("serve keeps enforcing timeouts while a client is not reading its stdo
   const send = (message: unknown) =>
     writer.write(new TextEncoder().encode(JSON.stringify(message) + "\n"));
   let status: Deno.CommandStatus | undefined;
+  let reached = false;
   try {
     await send({
       jsonrpc: "2.0",
@@ -983,6 +984,7 @@ Deno.test("serve keeps enforcing timeouts while a client is not reading its stdo
       await eventually(async () => (await endless()) === undefined, 15_000),
       "the endless run outlived its timeout while stdout was full",
     );
+    reached = true;
   } finally {
     await writer.close().catch(() => {});
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -995,6 +997,7 @@ Deno.test("serve keeps enforcing timeouts while a client is not reading its stdo
     await reader.cancel();
     await child.status;
     await stderr;
+    if (!reached) await Deno.remove(home, { recursive: true });
   }
   try {
     assert(status, "the server did not exit when stdin closed with stdout full");
