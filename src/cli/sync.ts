@@ -101,22 +101,23 @@ export async function sync(options: SyncOptions = {}): Promise<SyncReport> {
         } (${(ms / 1000).toFixed(1)} s)`,
       );
     }));
+    report.servers.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    if (!options.skipWrappers) {
+      const out = options.out ?? defaultWrappersDir();
+      try {
+        // The connections just listed are reused: no server is started a second time.
+        const generated = await generateWrappers({ out, hub, log });
+        report.wrappers = { written: generated.written, unchanged: generated.unchanged };
+        progress(
+          `Wrappers in ${out}: ${report.wrappers.written.length} written, ${report.wrappers.unchanged.length} unchanged`,
+        );
+      } catch (error) {
+        report.wrappersError = (error as Error).message;
+        progress(`Cannot generate the wrappers: ${report.wrappersError}`);
+      }
+    }
   } finally {
     await hub.close();
-  }
-  report.servers.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  if (!options.skipWrappers) {
-    const out = options.out ?? defaultWrappersDir();
-    try {
-      const generated = await generateWrappers({ out, config: options.configPaths ?? [], log });
-      report.wrappers = { written: generated.written, unchanged: generated.unchanged };
-      progress(
-        `Wrappers in ${out}: ${report.wrappers.written.length} written, ${report.wrappers.unchanged.length} unchanged`,
-      );
-    } catch (error) {
-      report.wrappersError = (error as Error).message;
-      progress(`Cannot generate the wrappers: ${report.wrappersError}`);
-    }
   }
   return report;
 }

@@ -26,7 +26,7 @@ import { buildWheel, wheelFileName } from "../codegen/wheel.ts";
 import { loadSettings } from "../config/settings.ts";
 import { discoverUpstreams } from "../config/upstream.ts";
 import { createLogger, type Logger } from "../log.ts";
-import { openHub } from "../upstream/hub.ts";
+import { type Hub, openHub } from "../upstream/hub.ts";
 import { SERVER_VERSION } from "../version.ts";
 
 /** Bumped whenever the generators' output changes, so that every server is regenerated. */
@@ -44,6 +44,11 @@ export interface GenerateWrappersOptions {
   log: Logger;
   /** Only these servers (by name); every configured server when omitted. */
   only?: string[];
+  /**
+   * Connections to reuse (left open); `config` is then ignored and the hub's own configuration
+   * is used. Without it the servers are discovered and connected here, and closed afterwards.
+   */
+  hub?: Hub;
 }
 
 /** What happened to one server. */
@@ -127,8 +132,7 @@ export async function generateWrappers(
     : Array.isArray(options.config)
     ? options.config
     : [options.config];
-  const { settings } = await loadSettings();
-  const upstream = await discoverUpstreams({ configPaths });
+  const upstream = options.hub?.config ?? await discoverUpstreams({ configPaths });
   for (const broken of upstream.broken) log.warn(broken.error);
 
   const configured = new Set(upstream.servers.map((server) => server.name));
@@ -158,12 +162,12 @@ export async function generateWrappers(
     new Map(Object.entries(previous?.servers ?? {}).map(([name, entry]) => [name, entry.module])),
   );
 
-  const hub = await openHub(upstream, settings, { log });
+  const hub = options.hub ?? await openHub(upstream, (await loadSettings()).settings, { log });
   let listed: PromiseSettledResult<WrapperTool[]>[];
   try {
     listed = await Promise.allSettled(targets.map((name) => hub.pool.listTools(name)));
   } finally {
-    await hub.close();
+    if (!options.hub) await hub.close();
   }
 
   for (const [index, name] of targets.entries()) {
