@@ -812,41 +812,68 @@ Deno.test("serve kills every child and exits when the client disconnects mid-run
   }
 });
 
+/** A `main.ts serve` spoken to in raw lines, for clients that misbehave at the byte level. */
+function spawnServe(home: string, tempDir: string, env: Record<string, string> = {}) {
+  const child = new Deno.Command(DENO, {
+    args: ["run", "-A", "main.ts", "serve"],
+    cwd: ROOT,
+    clearEnv: true,
+    env: {
+      PATH: Deno.env.get("PATH") ?? "",
+      ...serverEnv(home),
+      TMPDIR: tempDir,
+      CODE_EXECUTOR_PYTHON_WARM_POOL: "0",
+      CODE_EXECUTOR_LOG_LEVEL: "warn",
+      ...env,
+    },
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  return {
+    child,
+    writer,
+    stderr: new Response(child.stderr).text(),
+    send: (message: unknown) =>
+      writer.write(new TextEncoder().encode(JSON.stringify(message) + "\n")),
+  };
+}
+
+function initializeRequest(clientName: string): Record<string, unknown> {
+  return {
+    jsonrpc: "2.0",
+    id: 1,
+    method: "initialize",
+    params: {
+      protocolVersion: "2025-11-25",
+      capabilities: {},
+      clientInfo: { name: clientName, version: "1" },
+    },
+  };
+}
+
+/** Code that marks its workspace once it runs, then never ends. */
+const ENDLESS_CODE = 'Deno.writeTextFileSync("started", ""); while (true) {}';
+
+/** The private directory of the sandbox running {@linkcode ENDLESS_CODE}, if one is. */
+async function endlessRunDir(tempDir: string): Promise<string | undefined> {
+  for (const dir of await sandboxDirs(tempDir)) {
+    if (await Deno.stat(join(tempDir, dir, "ws", "started")).then(() => true, () => false)) {
+      return dir;
+    }
+  }
+  return undefined;
+}
+
 Deno.test("serve survives a client that vanishes without reading its answers", async () => {
   const home = await Deno.makeTempDir({ prefix: "ce-vanish-" });
   const tempDir = join(home, "tmp");
   await Deno.mkdir(tempDir);
   try {
-    const child = new Deno.Command(DENO, {
-      args: ["run", "-A", "main.ts", "serve"],
-      cwd: ROOT,
-      clearEnv: true,
-      env: {
-        PATH: Deno.env.get("PATH") ?? "",
-        ...serverEnv(home),
-        TMPDIR: tempDir,
-        CODE_EXECUTOR_PYTHON_WARM_POOL: "0",
-        CODE_EXECUTOR_LOG_LEVEL: "warn",
-      },
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    const stderr = new Response(child.stderr).text();
-    const writer = child.stdin.getWriter();
+    const { child, stderr, writer, send } = spawnServe(home, tempDir);
     const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-    const send = (message: unknown) =>
-      writer.write(new TextEncoder().encode(JSON.stringify(message) + "\n"));
-    await send({
-      jsonrpc: "2.0",
-      id: 1,
-      method: "initialize",
-      params: {
-        protocolVersion: "2025-11-25",
-        capabilities: {},
-        clientInfo: { name: "vanishing", version: "1" },
-      },
-    });
+    await send(initializeRequest("vanishing"));
     let seen = "";
     while (!seen.includes('"id":1')) {
       const { value, done } = await reader.read();
@@ -860,7 +887,7 @@ Deno.test("serve survives a client that vanishes without reading its answers", a
     for (
       const [id, code] of [[2, "return 1"], [3, 'console.log("z".repeat(90_000))'], [
         4,
-        'Deno.writeTextFileSync("started", ""); while (true) {}',
+        ENDLESS_CODE,
       ]] as const
     ) {
       await send({
@@ -870,16 +897,8 @@ Deno.test("serve survives a client that vanishes without reading its answers", a
         params: { name: "run_typescript", arguments: { code, timeoutMs: 60_000 } },
       });
     }
-    const started = async () => {
-      for (const dir of await sandboxDirs(tempDir)) {
-        if (await Deno.stat(join(tempDir, dir, "ws", "started")).then(() => true, () => false)) {
-          return true;
-        }
-      }
-      return false;
-    };
     // Checked after the shutdown, so that a failure does not leave the server running.
-    const ran = await eventually(started, 30_000);
+    const ran = await eventually(async () => (await endlessRunDir(tempDir)) !== undefined, 30_000);
     await reader.cancel();
     await writer.close();
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -909,40 +928,14 @@ Deno.test("serve keeps enforcing timeouts while a client is not reading its stdo
   const home = await Deno.makeTempDir({ prefix: "ce-stall-" });
   const tempDir = join(home, "tmp");
   await Deno.mkdir(tempDir);
-  const child = new Deno.Command(DENO, {
-    args: ["run", "-A", "main.ts", "serve"],
-    cwd: ROOT,
-    clearEnv: true,
-    env: {
-      PATH: Deno.env.get("PATH") ?? "",
-      ...serverEnv(home),
-      TMPDIR: tempDir,
-      CODE_EXECUTOR_WARM_POOL: "0",
-      CODE_EXECUTOR_PYTHON_WARM_POOL: "0",
-      CODE_EXECUTOR_LOG_LEVEL: "warn",
-    },
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const stderr = new Response(child.stderr).text();
-  const writer = child.stdin.getWriter();
+  const { child, stderr, writer, send } = spawnServe(home, tempDir, {
+    CODE_EXECUTOR_WARM_POOL: "0",
+  });
   const reader = child.stdout.getReader();
-  const send = (message: unknown) =>
-    writer.write(new TextEncoder().encode(JSON.stringify(message) + "\n"));
   let status: Deno.CommandStatus | undefined;
   let reached = false;
   try {
-    await send({
-      jsonrpc: "2.0",
-      id: 1,
-      method: "initialize",
-      params: {
-        protocolVersion: "2025-11-25",
-        capabilities: {},
-        clientInfo: { name: "stalled", version: "1" },
-      },
-    });
+    await send(initializeRequest("stalled"));
     const first = await reader.read();
     assert(!first.done && first.value.length > 0, "no answer to initialize");
     await send({ jsonrpc: "2.0", method: "notifications/initialized" });
@@ -965,23 +958,15 @@ Deno.test("serve keeps enforcing timeouts while a client is not reading its stdo
       method: "tools/call",
       params: {
         name: "run_typescript",
-        arguments: {
-          code: 'Deno.writeTextFileSync("started", ""); while (true) {}',
-          timeoutMs: 1_000,
-        },
+        arguments: { code: ENDLESS_CODE, timeoutMs: 1_000 },
       },
     });
-    const endless = async () => {
-      for (const dir of await sandboxDirs(tempDir)) {
-        if (await Deno.stat(join(tempDir, dir, "ws", "started")).then(() => true, () => false)) {
-          return dir;
-        }
-      }
-      return undefined;
-    };
-    assert(await eventually(async () => (await endless()) !== undefined, 30_000), "no start");
     assert(
-      await eventually(async () => (await endless()) === undefined, 15_000),
+      await eventually(async () => (await endlessRunDir(tempDir)) !== undefined, 30_000),
+      "no start",
+    );
+    assert(
+      await eventually(async () => (await endlessRunDir(tempDir)) === undefined, 15_000),
       "the endless run outlived its timeout while stdout was full",
     );
     reached = true;

@@ -1,8 +1,7 @@
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { leftovers } from "./_helpers.ts";
-import { cacheDir } from "../src/exec/executor.ts";
+import { denoDir, hostPath, LIMITS, pyodideDir, snapshotPath, workerPath } from "./_pyodide.ts";
 import {
   DEFAULT_PYTHON_IMPORTS,
   PyChild,
@@ -10,7 +9,6 @@ import {
   type PyRunLimits,
 } from "../src/exec/py_sandbox.ts";
 import {
-  ensurePyodideSnapshot,
   findPyodideDir,
   isPyodideDir,
   PYODIDE_VERSION,
@@ -20,23 +18,6 @@ import type { ExecutionResult } from "../src/exec/result.ts";
 import { createLogger } from "../src/log.ts";
 
 const log = createLogger("error");
-const sandboxDir = fileURLToPath(new URL("../sandbox/", import.meta.url));
-const hostPath = join(sandboxDir, "py_host.ts");
-const workerPath = join(sandboxDir, "py_worker.ts");
-const denoDir = join(cacheDir(), "deno");
-// A missing Pyodide fails every test here (findPyodideDir throws): none is skipped.
-const pyodideDir = await findPyodideDir();
-const snapshotPath = await ensurePyodideSnapshot({
-  denoPath: Deno.execPath(),
-  hostPath,
-  workerPath,
-  pyodideDir,
-  cacheDir: join(cacheDir(), "pyodide"),
-  denoDir,
-  log,
-});
-
-const LIMITS: PyRunLimits = { timeoutMs: 20_000, maxOutputBytes: 100 * 1024 };
 
 function processGone(pid: number): Promise<boolean> {
   return Deno.stat(`/proc/${pid}`).then(() => false, () => true);

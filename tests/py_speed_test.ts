@@ -3,33 +3,16 @@
  * starting, the synchronous run of code that does not await, the warm-up before `ready`, and the
  * kill at the result (stderr mark), which must leave sessions alive.
  */
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { leftovers, sandboxPids } from "./_helpers.ts";
+import { denoDir, hostPath, LIMITS, pyodideDir, snapshotPath, workerPath } from "./_pyodide.ts";
 import { resolveSettings } from "../src/config/settings.ts";
-import { cacheDir, Executor } from "../src/exec/executor.ts";
-import { PyChild, type PyChildOptions, type PyRunLimits } from "../src/exec/py_sandbox.ts";
-import { ensurePyodideSnapshot, findPyodideDir } from "../src/exec/pyodide.ts";
+import { Executor } from "../src/exec/executor.ts";
+import { PyChild, type PyChildOptions } from "../src/exec/py_sandbox.ts";
 import { type PooledChild, WarmPool } from "../src/exec/warm_pool.ts";
 import { createLogger } from "../src/log.ts";
 
 const log = createLogger("error");
-const sandboxDir = fileURLToPath(new URL("../sandbox/", import.meta.url));
-const hostPath = join(sandboxDir, "py_host.ts");
-const workerPath = join(sandboxDir, "py_worker.ts");
-const denoDir = join(cacheDir(), "deno");
-const pyodideDir = await findPyodideDir();
-const snapshotPath = await ensurePyodideSnapshot({
-  denoPath: Deno.execPath(),
-  hostPath,
-  workerPath,
-  pyodideDir,
-  cacheDir: join(cacheDir(), "pyodide"),
-  denoDir,
-  log,
-});
-const LIMITS: PyRunLimits = { timeoutMs: 20_000, maxOutputBytes: 100 * 1024 };
 
 /** A pool member that is only an object: what WarmPool itself does is under test. */
 class Member implements PooledChild {

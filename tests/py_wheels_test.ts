@@ -1,9 +1,9 @@
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { leftovers } from "./_helpers.ts";
+import { denoDir, hostPath, LIMITS, pyodideDir, snapshotPath, workerPath } from "./_pyodide.ts";
 import { resolveSettings } from "../src/config/settings.ts";
-import { cacheDir, Executor } from "../src/exec/executor.ts";
+import { Executor } from "../src/exec/executor.ts";
 import { PyChild, type PyChildOptions } from "../src/exec/py_sandbox.ts";
 import {
   impureWheelReason,
@@ -11,13 +11,7 @@ import {
   readWheels,
   wheelModules,
 } from "../src/exec/py_wheels.ts";
-import { ensurePyodideSnapshot, findPyodideDir } from "../src/exec/pyodide.ts";
 import type { Logger } from "../src/log.ts";
-
-const sandboxDir = fileURLToPath(new URL("../sandbox/", import.meta.url));
-const hostPath = join(sandboxDir, "py_host.ts");
-const workerPath = join(sandboxDir, "py_worker.ts");
-const denoDir = join(cacheDir(), "deno");
 
 /** A logger that keeps warnings, so that tests can check what was reported. */
 function captureLog(): Logger & { warnings: string[] } {
@@ -203,17 +197,6 @@ Deno.test("readWheels() reads pure wheels in order and skips the others with a w
   }
 });
 
-const pyodideDir = await findPyodideDir();
-const snapshotPath = await ensurePyodideSnapshot({
-  denoPath: Deno.execPath(),
-  hostPath,
-  workerPath,
-  pyodideDir,
-  cacheDir: join(cacheDir(), "pyodide"),
-  denoDir,
-  log: captureLog(),
-});
-
 async function withWheelChild(
   wheels: LocalWheel[],
   options: Partial<PyChildOptions>,
@@ -245,8 +228,6 @@ async function withWheelChild(
     assertEquals(left, [], "sandbox directories left behind");
   }
 }
-
-const LIMITS = { timeoutMs: 20_000, maxOutputBytes: 100 * 1024 };
 
 Deno.test("PyChild imports a wheel built by the test itself", async () => {
   const wheels = [
