@@ -6,7 +6,7 @@
  */
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { cacheDir } from "../src/exec/executor.ts";
+import { cacheDir } from "../src/config/paths.ts";
 import type { PyRunLimits } from "../src/exec/py_sandbox.ts";
 import { ensurePyodideSnapshot, findPyodideDir } from "../src/exec/pyodide.ts";
 import { createLogger } from "../src/log.ts";

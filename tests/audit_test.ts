@@ -1,7 +1,8 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { startServer } from "./_helpers.ts";
-import { AuditLog, redactText, sha256Hex } from "../src/policy/audit.ts";
+import { AuditLog, redactText } from "../src/policy/audit.ts";
+import { sha256Hex } from "../src/_util.ts";
 import { resolveSettings } from "../src/config/settings.ts";
 import { Executor } from "../src/exec/executor.ts";
 import { createLogger, type Logger } from "../src/log.ts";
@@ -115,7 +116,7 @@ Deno.test("Executor records each execution with the code's hash, outcome and out
     const [ok, failed] = await readRecords(path);
     assertEquals(ok.kind, "execution");
     assertEquals(ok.language, "typescript");
-    assertEquals(ok.codeSha256, await sha256Hex(code));
+    assertEquals(ok.codeSha256, sha256Hex(code));
     assertEquals("code" in ok, false);
     assertEquals(ok.allowedTools, ["mcp__github__*"]);
     assertEquals(ok.outcome, "ok");

@@ -183,7 +183,7 @@ Deno.test("Executor.runTypescript() leaves none of the code in Deno's emit cache
     const result = await executor.runTypescript(`const ${marker}: number = 1; return ${marker};`);
     assertEquals(result.returnValue, 1);
     await executor.idle();
-    const { cacheDir } = await import("../src/exec/executor.ts");
+    const { cacheDir } = await import("../src/config/paths.ts");
     const found = new Deno.Command("grep", { args: ["-rl", marker, join(cacheDir(), "deno")] });
     const { stdout } = await found.output();
     assertEquals(new TextDecoder().decode(stdout), "");

@@ -6,7 +6,8 @@
 import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import { loadSettings } from "../config/settings.ts";
 import { discoverUpstreams } from "../config/upstream.ts";
-import { cacheDir, Executor } from "../exec/executor.ts";
+import { cacheDir } from "../config/paths.ts";
+import { Executor } from "../exec/executor.ts";
 import { createLogger } from "../log.ts";
 import { type CodeExecutorServer, createServer } from "../server/server.ts";
 import { LineStdioServerTransport } from "../server/stdio_transport.ts";

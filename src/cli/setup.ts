@@ -24,6 +24,7 @@ import { removeProperty, setProperty } from "../config/jsonc_edit.ts";
 import { backupFile, writeFileAtomic } from "../config/safe_write.ts";
 import { unifiedDiff } from "../config/text_diff.ts";
 import { discoverUpstreams } from "../config/upstream.ts";
+import { canonicalJson, isPlainObject, plural } from "../_util.ts";
 import { dailySyncPlan, shellLine, sync } from "./sync.ts";
 
 /** Options of {@linkcode setup}. */
@@ -518,25 +519,7 @@ function readTextOrUndefined(path: string): string | undefined {
 }
 
 function sameJson(a: unknown, b: unknown): boolean {
-  return canonical(a) === canonical(b);
-}
-
-function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
-  if (isPlainObject(value)) {
-    return `{${
-      Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical(value[k])}`).join(",")
-    }}`;
-  }
-  return JSON.stringify(value) ?? "undefined";
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function plural(count: number, noun: string): string {
-  return `${count} ${noun}${count === 1 ? "" : "s"}`;
+  return canonicalJson(a) === canonicalJson(b);
 }
 
 /** Reads answers from a terminal, one line per question. */

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { loadSettings } from "../config/settings.ts";
 import { discoverUpstreams } from "../config/upstream.ts";
 import type { LaunchCommand } from "../config/client_configs.ts";
-import { cacheDir } from "../exec/executor.ts";
+import { cacheDir } from "../config/paths.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { openHub } from "../upstream/hub.ts";
 import { defaultWrappersDir, generateWrappers } from "./wrappers.ts";

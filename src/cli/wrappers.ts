@@ -15,7 +15,7 @@
  *
  * @module
  */
-import { createHash, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { basename, dirname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
@@ -28,6 +28,7 @@ import { discoverUpstreams } from "../config/upstream.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { type Hub, openHub } from "../upstream/hub.ts";
 import { SERVER_VERSION } from "../version.ts";
+import { sha256Hex } from "../_util.ts";
 
 /** Bumped whenever the generators' output changes, so that every server is regenerated. */
 const FORMAT = 1;
@@ -185,7 +186,7 @@ export async function generateWrappers(
     }
     const module = modules.get(name)!;
     const tools = canonicalTools(outcome.value);
-    const hash = sha256(stableJson({ format: FORMAT, server: name, module, tools }));
+    const hash = sha256Hex(stableJson({ format: FORMAT, server: name, module, tools }));
     let entry: ManifestEntry;
     let changed: boolean;
     if (
@@ -199,7 +200,7 @@ export async function generateWrappers(
       entry = { module, hash, tools: tools.length, files: {} };
       changed = false;
       for (const [file, bytes] of files) {
-        entry.files[file] = sha256(bytes);
+        entry.files[file] = sha256Hex(bytes);
         const path = join(out, file);
         if (await writeIfChanged(path, bytes)) {
           result.written.push(path);
@@ -297,10 +298,6 @@ function stableJson(value: unknown): string {
   );
 }
 
-function sha256(data: string | Uint8Array): string {
-  return createHash("sha256").update(data).digest("hex");
-}
-
 async function readManifest(path: string, log: Logger): Promise<Manifest | undefined> {
   let text: string;
   try {
@@ -336,7 +333,7 @@ function isOwnFile(file: string): boolean {
 async function filesMatch(out: string, entry: ManifestEntry): Promise<boolean> {
   for (const [file, hash] of Object.entries(entry.files)) {
     try {
-      if (sha256(await Deno.readFile(join(out, file))) !== hash) return false;
+      if (sha256Hex(await Deno.readFile(join(out, file))) !== hash) return false;
     } catch {
       return false;
     }

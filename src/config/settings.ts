@@ -9,6 +9,7 @@
 import { join, resolve } from "node:path";
 import { parse as parseJsonc, type ParseError, printParseErrorCode } from "jsonc-parser";
 import { z } from "zod";
+import { isPlainObject } from "../_util.ts";
 
 const positiveInt = z.number().int().positive();
 
@@ -255,10 +256,6 @@ export function parseJsoncText(text: string, source: string): unknown {
     );
   }
   return value;
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function deepMerge(

@@ -14,6 +14,7 @@
  */
 import { basename, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { canonicalJson, isPlainObject, isStringArray, sha256Hex } from "../_util.ts";
 import { parseJsoncText } from "./settings.ts";
 
 /** How Code Executor talks to an upstream server. */
@@ -260,7 +261,7 @@ export async function discoverUpstreams(options: DiscoverOptions = {}): Promise<
   const servers = outcomes.flatMap((o) => (o.server ? [o.server] : [])).sort(byName);
   const broken = outcomes.flatMap((o) => (o.broken ? [o.broken] : [])).sort(byName);
   const skipped = outcomes.flatMap((o) => (o.skipped ? [o.skipped] : [])).sort(byName);
-  return { servers, broken, skipped, sources, hash: await hashServers(servers) };
+  return { servers, broken, skipped, sources, hash: hashServers(servers) };
 }
 
 interface CandidateFile {
@@ -644,28 +645,9 @@ function pointsAtSelf(server: UpstreamServerConfig, context: EntryContext): bool
   return false;
 }
 
-async function hashServers(servers: UpstreamServerConfig[]): Promise<string> {
+function hashServers(servers: UpstreamServerConfig[]): string {
   const material = servers.map(({ source: _source, ...rest }) => rest);
-  const bytes = new TextEncoder().encode(canonicalJson(material));
-  const digest = await crypto.subtle.digest("SHA-256", bytes);
-  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
-  if (isPlainObject(value)) {
-    const keys = Object.keys(value).filter((k) => value[k] !== undefined).sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k])}`).join(",")}}`;
-  }
-  return JSON.stringify(value);
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function isStringArray(value: unknown): value is string[] {
-  return Array.isArray(value) && value.every((item) => typeof item === "string");
+  return sha256Hex(canonicalJson(material));
 }
 
 function byName(a: { name: string }, b: { name: string }): number {

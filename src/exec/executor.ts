@@ -1,12 +1,13 @@
 /**
- * Executions: policy checks, a concurrency limit with a bounded queue, the warm pool, and the
- * sandbox children. Everything that decides what code may do lives on this side.
+ * Executions: a run is admitted (admission.ts), given a sandbox child (a warm one when it can),
+ * connected to its tool bridge and client session, and recorded (run_audit.ts). Everything that
+ * decides what code may do lives on this side.
  *
  * @module
  */
-import { basename, dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { tmpdir } from "node:os";
+import { cacheDir } from "../config/paths.ts";
 import type { Settings } from "../config/settings.ts";
 import type { Logger } from "../log.ts";
 import {
@@ -15,20 +16,27 @@ import {
   narrowPermissions,
   type RequestedPermissions,
 } from "../policy/permissions.ts";
-import { type AuditLog, sha256Hex } from "../policy/audit.ts";
-import { RateLimiter, ToolPolicy } from "../policy/tool_policy.ts";
+import type { AuditLog } from "../policy/audit.ts";
+import { ToolPolicy } from "../policy/tool_policy.ts";
 import type { ClientChannel } from "../sampling/channel.ts";
 import { createProviderBackend } from "../sampling/providers.ts";
 import { ClientSession } from "../sampling/session.ts";
 import type { SamplingBackend } from "../sampling/types.ts";
-import { ExecutionRefusedError, type ExecutionResult } from "./result.ts";
 import type { Hub } from "../upstream/hub.ts";
-import { ToolBridge } from "./tool_bridge.ts";
-import { PyChild, type PyChildOptions } from "./py_sandbox.ts";
-import { readWheels } from "./py_wheels.ts";
-import { ensurePyodideSnapshot, findPyodideDir } from "./pyodide.ts";
-import { CHILD_DIR_PREFIX, type RunLimits } from "./sandbox_process.ts";
+import { Admission } from "./admission.ts";
+import {
+  type Deadline,
+  type PythonRuntime,
+  pythonWithin,
+  startPythonRuntime,
+} from "./py_runtime.ts";
+import { PyChild } from "./py_sandbox.ts";
+import { ExecutionRefusedError, type ExecutionResult } from "./result.ts";
+import { recordRun } from "./run_audit.ts";
+import { findDeno, removeStaleDirs, sandboxFile } from "./runtime_files.ts";
+import type { RunLimits } from "./sandbox_process.ts";
 import { SessionStore } from "./sessions.ts";
+import { ToolBridge } from "./tool_bridge.ts";
 import { scrubEmitCache, TsChild, type TsChildOptions } from "./ts_sandbox.ts";
 import { wrapTypescript } from "./ts_source.ts";
 import { WarmPool } from "./warm_pool.ts";
@@ -67,171 +75,10 @@ export interface ExecutorOptions {
   audit?: AuditLog;
 }
 
-/**
- * Finds the `deno` executable for sandbox children.
- *
- * @param configured `sandbox.denoPath` from the settings.
- * @returns The path or command name to run.
- */
-export function findDeno(configured?: string): string {
-  if (configured) return configured;
-  const self = Deno.execPath();
-  return /^deno(\.exe)?$/i.test(basename(self)) ? self : "deno";
-}
-
-/**
- * Returns the runner's path on disk. Inside a compiled binary the runner is embedded, so it is
- * copied to a cache directory first, where a child `deno` can load it.
- *
- * @param name The file under `sandbox/`.
- * @param cacheDir Where to copy an embedded runner.
- * @returns An absolute path.
- */
-export async function sandboxFile(name: string, cacheDir: string): Promise<string> {
-  const url = new URL(`../../sandbox/${name}`, import.meta.url);
-  const path = fileURLToPath(url);
-  if (!/deno-compile-/.test(path)) return path;
-  const text = await Deno.readTextFile(url);
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  const hash = [...new Uint8Array(digest).slice(0, 8)].map((b) => b.toString(16).padStart(2, "0"))
-    .join("");
-  const target = join(cacheDir, `${hash}-${name}`);
-  await Deno.mkdir(dirname(target), { recursive: true });
-  await Deno.writeTextFile(target, text);
-  return target;
-}
-
-/** Returns the platform's user cache directory for this program. */
-export function cacheDir(): string {
-  const env = (name: string) => {
-    try {
-      return Deno.env.get(name);
-    } catch {
-      return undefined;
-    }
-  };
-  const base = env("XDG_CACHE_HOME") ??
-    join(env("HOME") ?? env("USERPROFILE") ?? tmpdir(), ".cache");
-  return join(base, "code-executor");
-}
-
-/**
- * Removes private directories left by a host that died without cleaning up (SIGKILL).
- *
- * @param tempRoot The directory children are created in.
- * @param log Where removals are reported.
- */
-export async function removeStaleDirs(tempRoot: string, log: Logger): Promise<void> {
-  if (Deno.build.os !== "linux") return;
-  try {
-    for await (const entry of Deno.readDir(tempRoot)) {
-      const match = new RegExp(`^${CHILD_DIR_PREFIX}(\\d+)-`).exec(entry.name);
-      if (!match || !entry.isDirectory || Number(match[1]) === Deno.pid) continue;
-      const alive = await Deno.stat(`/proc/${match[1]}`).then(() => true, () => false);
-      if (alive) continue;
-      await Deno.remove(join(tempRoot, entry.name), { recursive: true }).catch(() => {});
-      log.debug(`Removed stale sandbox directory ${entry.name}`);
-    }
-  } catch {
-    // An unreadable temp root only means nothing is cleaned.
-  }
-}
-
-class Slots {
-  #free: number;
-  #maxQueued: number;
-  #waiting: Array<() => void> = [];
-
-  constructor(max: number, maxQueued: number) {
-    this.#free = max;
-    this.#maxQueued = maxQueued;
-  }
-
-  async acquire(signal?: AbortSignal): Promise<() => void> {
-    if (this.#free > 0) {
-      this.#free--;
-      return this.#releaser();
-    }
-    if (this.#waiting.length >= this.#maxQueued) {
-      throw new ExecutionRefusedError(
-        "QueueFullError",
-        `Too many executions: ${this.#waiting.length} are already queued (limits.maxQueued); retry when earlier runs finish, or ask the admin to raise limits.maxConcurrent`,
-      );
-    }
-    await new Promise<void>((resolve, reject) => {
-      const grant = () => {
-        signal?.removeEventListener("abort", onAbort);
-        resolve();
-      };
-      const onAbort = () => {
-        this.#waiting = this.#waiting.filter((w) => w !== grant);
-        reject(new ExecutionRefusedError("Cancelled", "The execution was cancelled while queued"));
-      };
-      signal?.addEventListener("abort", onAbort, { once: true });
-      this.#waiting.push(grant);
-    });
-    return this.#releaser();
-  }
-
-  #releaser(): () => void {
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const next = this.#waiting.shift();
-      if (next) next();
-      else this.#free++;
-    };
-  }
-}
-
 /** A child borrowed for one run, and what to do with it afterwards. */
 interface Lease {
   run(limits: RunLimits): Promise<ExecutionResult>;
   done(): void;
-}
-
-/** How long a run may still take, and its cancellation. */
-interface Deadline {
-  timeoutMs: number;
-  signal: AbortSignal;
-}
-
-/** Resolves with `work`, or rejects with a refusal at the deadline or on abort. */
-function withinDeadline<T>(work: Promise<T>, deadline: Deadline): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const done = () => {
-      clearTimeout(timer);
-      deadline.signal.removeEventListener("abort", onAbort);
-    };
-    const timer = setTimeout(() => {
-      done();
-      reject(
-        new ExecutionRefusedError(
-          "TimeoutError",
-          `Execution timed out after ${deadline.timeoutMs} ms while Python was starting for the first time (building its memory snapshot); retry in a few seconds`,
-        ),
-      );
-    }, deadline.timeoutMs);
-    const onAbort = () => {
-      done();
-      reject(new ExecutionRefusedError("Cancelled", "The execution was cancelled"));
-    };
-    deadline.signal.addEventListener("abort", onAbort, { once: true });
-    work.then((value) => {
-      done();
-      resolve(value);
-    }, (error) => {
-      done();
-      reject(error);
-    });
-  });
-}
-
-/** What Python children are started from, found once. */
-interface PythonRuntime {
-  base: Omit<PyChildOptions, "session">;
-  pool: WarmPool<PyChild>;
 }
 
 /**
@@ -251,8 +98,7 @@ export class Executor {
   #hub: Hub | undefined;
   #audit: AuditLog | undefined;
   #fallback: SamplingBackend | undefined;
-  #slots: Slots;
-  #starts: RateLimiter;
+  #admission: Admission;
   #pool: WarmPool<TsChild>;
   #base: BaseChildOptions;
   #python: Promise<PythonRuntime> | undefined;
@@ -270,8 +116,7 @@ export class Executor {
     this.#fallback = provider ? createProviderBackend(provider) : undefined;
     const log = options.log;
     this.#base = base;
-    this.#slots = new Slots(settings.limits.maxConcurrent, settings.limits.maxQueued);
-    this.#starts = new RateLimiter(settings.limits.executionsPerMinute);
+    this.#admission = new Admission(settings);
     this.#pool = new WarmPool(settings.sandbox.warmPool, () => this.#spawn({ preload: true }), log);
     this.#sessions = new SessionStore({
       ttlMs: settings.python.sessionTtlMs,
@@ -337,61 +182,15 @@ export class Executor {
 
   /** Locates Pyodide and its snapshot once; a failure is reported by every run_python. */
   #pythonRuntime(): Promise<PythonRuntime> {
-    this.#python ??= (async () => {
-      const python = this.#settings.python;
-      const sandboxDir = join(cacheDir(), "sandbox");
-      const hostPath = await sandboxFile("py_host.ts", sandboxDir);
-      const workerPath = await sandboxFile("py_worker.ts", sandboxDir);
-      const pyodideDir = await findPyodideDir();
-      const wheels = await readWheels(python.wheelDirs, { log: this.#log });
-      const snapshotPath = await ensurePyodideSnapshot({
-        denoPath: this.#base.denoPath,
-        hostPath,
-        workerPath,
-        pyodideDir,
-        cacheDir: join(cacheDir(), "pyodide"),
-        denoDir: this.#base.denoDir,
-        log: this.#log,
-        signal: this.#closing.signal,
-      });
-      if (this.#closing.signal.aborted) throw new Error("The server is shutting down");
-      const base: Omit<PyChildOptions, "session"> = {
-        denoPath: this.#base.denoPath,
-        hostPath,
-        workerPath,
-        pyodideDir,
-        snapshotPath,
-        tempRoot: this.#base.tempRoot,
-        denoDir: this.#base.denoDir,
-        memoryMb: python.memoryMb,
-        allowedImports: python.allowedImports,
-        wheels,
-        log: this.#log,
-      };
-      const boot = async () => {
-        const child = await PyChild.spawn(base);
-        if (!(await child.ready)) {
-          await child.dispose();
-          throw new Error("The Python sandbox did not start");
-        }
-        return child;
-      };
-      // The first fill boots one child at a time, so that the first is ready as early as possible
-      // for the first run (two boots side by side on 2 CPUs each take nearly as long as both in
-      // a row). Refills boot side by side: under a burst, that keeps every CPU busy.
-      let serial = python.warmPool;
-      let booting: Promise<unknown> = Promise.resolve();
-      const pool = new WarmPool(python.warmPool, () => {
-        if (serial-- <= 0) return boot();
-        const next = booting.then(() => {
-          if (this.#closing.signal.aborted) throw new Error("The server is shutting down");
-          return boot();
-        });
-        booting = next.catch(() => {});
-        return next;
-      }, this.#log);
-      return { base, pool };
-    })();
+    this.#python ??= startPythonRuntime({
+      settings: this.#settings,
+      denoPath: this.#base.denoPath,
+      denoDir: this.#base.denoDir,
+      tempRoot: this.#base.tempRoot,
+      cacheDir: cacheDir(),
+      log: this.#log,
+      closing: this.#closing.signal,
+    });
     this.#python.catch((error) =>
       this.#log.warn(`Python is unavailable: ${(error as Error).message}`)
     );
@@ -433,45 +232,19 @@ export class Executor {
   ): Promise<ExecutionResult> {
     const executionId = crypto.randomUUID();
     const result = await this.#guard(() => this.#execute(code, options, lease, executionId));
-    if (this.#audit) await this.#record(language, code, options, result, executionId);
-    return result;
-  }
-
-  async #record(
-    language: string,
-    code: string,
-    options: PythonRunOptions & RunOptions,
-    result: ExecutionResult,
-    executionId: string,
-  ): Promise<void> {
-    const audit = this.#audit!;
-    const tools = this.#settings.tools;
-    const bytes = (text: string) => new TextEncoder().encode(text).length;
-    audit.record({
-      kind: "execution",
-      executionId,
-      language,
-      ...(options.session ? { session: options.session } : {}),
-      codeSha256: await sha256Hex(code),
-      ...(this.#settings.audit.includeCode ? { code } : {}),
-      allowedTools: options.allowedTools ?? tools.allow,
-      deniedTools: tools.deny,
-      toolCalls: result.toolCalls.map((c) => ({ name: c.name, ok: c.ok, ms: c.durationMs })),
-      outcome: result.ok ? "ok" : "error",
-      ...(result.error ? { errorType: result.error.type } : {}),
-      durationMs: result.durationMs,
-      outputBytes: { stdout: bytes(result.stdout), stderr: bytes(result.stderr) },
-      ...(result.sampling ? { sampling: result.sampling } : {}),
-    });
-    for (const call of result.toolCalls) {
-      audit.record({
-        kind: "tool_call",
+    if (this.#audit) {
+      recordRun(this.#audit, {
         executionId,
-        name: call.name,
-        ok: call.ok,
-        ms: call.durationMs,
+        language,
+        code,
+        includeCode: this.#settings.audit.includeCode,
+        session: options.session,
+        allowedTools: options.allowedTools ?? this.#settings.tools.allow,
+        deniedTools: this.#settings.tools.deny,
+        result,
       });
     }
+    return result;
   }
 
   async #guard(run: () => Promise<ExecutionResult>): Promise<ExecutionResult> {
@@ -495,40 +268,16 @@ export class Executor {
     lease: (granted: GrantedPermissions, deadline: Deadline) => Promise<Lease>,
     executionId: string,
   ): Promise<ExecutionResult> {
-    const limits = this.#settings.limits;
     if (this.#closing.signal.aborted) {
       throw new ExecutionRefusedError("ShuttingDown", "The server is shutting down");
     }
-    const codeBytes = new TextEncoder().encode(code).length;
-    if (codeBytes > limits.maxCodeBytes) {
-      throw new ExecutionRefusedError(
-        "CodeTooLarge",
-        `Code is ${codeBytes} bytes, more than limits.maxCodeBytes (${limits.maxCodeBytes}); send smaller code and read large data through tools or files`,
-      );
-    }
-    const timeoutMs = options.timeoutMs ?? limits.timeoutMs;
-    if (timeoutMs > limits.maxTimeoutMs) {
-      throw new ExecutionRefusedError(
-        "LimitError",
-        `timeoutMs ${timeoutMs} is above the admin's maximum of ${limits.maxTimeoutMs} ms (limits.maxTimeoutMs); pass a smaller timeoutMs`,
-      );
-    }
-    const caps = this.#samplingCaps(options.sampling);
+    const { timeoutMs, caps } = this.#admission.check(code, options);
     const granted = await narrowPermissions(options.permissions, this.#settings);
     const policy = new ToolPolicy(this.#settings.tools, options.allowedTools);
-    const wait = this.#starts.take("executions");
-    if (wait !== undefined) {
-      throw new ExecutionRefusedError(
-        "RateLimitError",
-        `Too many executions: the admin allows ${limits.executionsPerMinute} per minute (limits.executionsPerMinute); retry in ${
-          Math.ceil(wait / 1000)
-        } s`,
-      );
-    }
     const signal = options.signal
       ? AbortSignal.any([options.signal, this.#closing.signal])
       : this.#closing.signal;
-    const release = await this.#slots.acquire(signal);
+    const release = await this.#admission.enter(signal);
     let leased: Lease | undefined;
     const ended = new AbortController();
     try {
@@ -549,7 +298,7 @@ export class Executor {
       const result = await leased.run({
         timeoutMs: Math.max(1, timeoutMs - Math.round(performance.now() - started)),
         reportedTimeoutMs: timeoutMs,
-        maxOutputBytes: limits.maxOutputBytes,
+        maxOutputBytes: this.#settings.limits.maxOutputBytes,
         signal,
         onRequest: (frame) => bridge.handle(frame),
       });
@@ -563,32 +312,6 @@ export class Executor {
       release();
       leased?.done();
     }
-  }
-
-  /** The LLM caps of one run: the admin's, lowered (never raised) by the caller. */
-  #samplingCaps(asked: RunOptions["sampling"]): { maxRounds: number; maxTokens: number } {
-    const admin = this.#settings.sampling;
-    const caps = { maxRounds: admin.maxRounds, maxTokens: admin.maxTokens };
-    for (const key of ["maxRounds", "maxTokens"] as const) {
-      const value = asked?.[key];
-      if (value === undefined) continue;
-      if (!Number.isSafeInteger(value) || value < 1) {
-        throw new ExecutionRefusedError(
-          "LimitError",
-          `sampling.${key} must be a positive integer, got ${value}`,
-        );
-      }
-      if (value > caps[key]) {
-        throw new ExecutionRefusedError(
-          "LimitError",
-          `sampling.${key} ${value} is above the admin's maximum of ${
-            caps[key]
-          } (sampling.${key}); pass a smaller value or leave it out`,
-        );
-      }
-      caps[key] = value;
-    }
-    return caps;
   }
 
   async #leaseTs(code: string, granted: GrantedPermissions): Promise<Lease> {
@@ -607,18 +330,7 @@ export class Executor {
   }
 
   async #leasePy(code: string, session: string | undefined, deadline: Deadline): Promise<Lease> {
-    let python: PythonRuntime;
-    try {
-      // The first use may build the memory snapshot (~10 s): the run does not wait past its own
-      // deadline, and the build goes on for the next one.
-      python = await withinDeadline(this.#pythonRuntime(), deadline);
-    } catch (error) {
-      if (error instanceof ExecutionRefusedError) throw error;
-      throw new ExecutionRefusedError(
-        "PythonUnavailable",
-        `Python is unavailable: ${(error as Error).message}`,
-      );
-    }
+    const python = await pythonWithin(this.#pythonRuntime(), deadline);
     const graceMs = this.#settings.python.interruptGraceMs;
     if (session !== undefined) {
       return {

@@ -7,6 +7,7 @@
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Logger } from "../log.ts";
+import { envVar, sha256Hex } from "../_util.ts";
 // Importing the package's manifest makes Deno install the package with the program (a fresh
 // clone's `deno task start` fetches it), and tells where it landed.
 import pyodideManifest from "pyodide/package.json" with { type: "json" };
@@ -42,14 +43,6 @@ export interface FindPyodideOptions {
   denoDir?: string;
 }
 
-function env(name: string): string | undefined {
-  try {
-    return Deno.env.get(name);
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * Returns Deno's default cache directory, where `npm:` packages are stored when a project has no
  * `node_modules` directory.
@@ -57,18 +50,18 @@ function env(name: string): string | undefined {
  * @returns An absolute path, or undefined when no home directory is known.
  */
 export function defaultDenoDir(): string | undefined {
-  const configured = env("DENO_DIR");
+  const configured = envVar("DENO_DIR");
   if (configured) return configured;
-  const home = env("HOME") ?? env("USERPROFILE");
+  const home = envVar("HOME") ?? envVar("USERPROFILE");
   switch (Deno.build.os) {
     case "darwin":
       return home ? join(home, "Library", "Caches", "deno") : undefined;
     case "windows": {
-      const local = env("LOCALAPPDATA");
+      const local = envVar("LOCALAPPDATA");
       return local ? join(local, "deno") : undefined;
     }
     default: {
-      const xdg = env("XDG_CACHE_HOME");
+      const xdg = envVar("XDG_CACHE_HOME");
       if (xdg) return join(xdg, "deno");
       return home ? join(home, ".cache", "deno") : undefined;
     }
@@ -173,11 +166,6 @@ export interface SnapshotBuild {
   totalMs: number;
 }
 
-async function sha256(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
-}
-
 /**
  * Returns the snapshot's file name for this Pyodide version, Deno version and prelude: a change
  * to any of them makes a new snapshot.
@@ -190,7 +178,7 @@ export async function snapshotPath(
 ): Promise<string> {
   const meta = JSON.parse(await Deno.readTextFile(join(options.pyodideDir, "package.json")));
   const worker = await Deno.readTextFile(options.workerPath);
-  const hash = await sha256(`${meta.version}\0${Deno.version.deno}\0${worker}`);
+  const hash = sha256Hex(`${meta.version}\0${Deno.version.deno}\0${worker}`);
   return join(options.cacheDir, `pyodide-${meta.version}-${hash.slice(0, 16)}.snapshot`);
 }
 

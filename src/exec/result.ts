@@ -48,8 +48,10 @@ export interface ExecutionResult {
   error?: ExecutionErrorInfo;
   /** Wall-clock time from the start of the execution to its result. */
   durationMs: number;
-  /** Upstream tool calls, in the order they finished. */
+  /** Upstream tool calls, in the order they finished: the first `limits.maxToolCallRecords`. */
   toolCalls: ToolCallRecord[];
+  /** Calls made past the ones in `toolCalls`, counted but not listed. */
+  toolCallsOmitted?: number;
   /** Set when stdout or stderr was cut at the cap. */
   truncated?: boolean;
   /** Set when the code asked an LLM. */

@@ -75,17 +75,6 @@ export function redact<T>(value: T): T {
   return value;
 }
 
-/**
- * Returns the SHA-256 of a text, in hex.
- *
- * @param text The text.
- * @returns The digest.
- */
-export async function sha256Hex(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
-}
-
 /** An append-only JSONL audit log. */
 export class AuditLog {
   #options: AuditLogOptions;

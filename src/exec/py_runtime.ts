@@ -1,0 +1,160 @@
+/**
+ * The Python runtime of an executor: Pyodide located, its memory snapshot built once, the admin's
+ * wheels read, and the warm pool of Python children that boot from them.
+ *
+ * @module
+ */
+import { join } from "node:path";
+import type { Settings } from "../config/settings.ts";
+import type { Logger } from "../log.ts";
+import { PyChild, type PyChildOptions } from "./py_sandbox.ts";
+import { readWheels } from "./py_wheels.ts";
+import { ensurePyodideSnapshot, findPyodideDir } from "./pyodide.ts";
+import { ExecutionRefusedError } from "./result.ts";
+import { sandboxFile } from "./runtime_files.ts";
+import { WarmPool } from "./warm_pool.ts";
+
+/** What Python children are started from, found once. */
+export interface PythonRuntime {
+  /** The options every Python child of this runtime is spawned with. */
+  base: Omit<PyChildOptions, "session">;
+  /** Single-use children booted ahead of need. */
+  pool: WarmPool<PyChild>;
+}
+
+/** What {@linkcode startPythonRuntime} needs from the executor. */
+export interface PythonRuntimeOptions {
+  /** The admin's settings (`python`, `limits`). */
+  settings: Settings;
+  /** The `deno` executable of sandbox children. */
+  denoPath: string;
+  /** Deno's cache directory for children. */
+  denoDir: string;
+  /** Where children's private directories are made. */
+  tempRoot: string;
+  /** Code Executor's cache directory (runner copies, the snapshot). */
+  cacheDir: string;
+  /** Where to report problems. */
+  log: Logger;
+  /** Aborted when the server shuts down: no child is booted after that. */
+  closing: AbortSignal;
+}
+
+/**
+ * Locates Pyodide, builds its snapshot if need be (~10 s the first time) and creates the pool.
+ *
+ * @param options Locations, settings and the shutdown signal.
+ * @returns The runtime.
+ * @throws {Error} When Pyodide cannot be found or its snapshot cannot be built.
+ */
+export async function startPythonRuntime(options: PythonRuntimeOptions): Promise<PythonRuntime> {
+  const { settings, log, closing } = options;
+  const python = settings.python;
+  const sandboxDir = join(options.cacheDir, "sandbox");
+  const hostPath = await sandboxFile("py_host.ts", sandboxDir);
+  const workerPath = await sandboxFile("py_worker.ts", sandboxDir);
+  const pyodideDir = await findPyodideDir();
+  const wheels = await readWheels(python.wheelDirs, { log });
+  const snapshotPath = await ensurePyodideSnapshot({
+    denoPath: options.denoPath,
+    hostPath,
+    workerPath,
+    pyodideDir,
+    cacheDir: join(options.cacheDir, "pyodide"),
+    denoDir: options.denoDir,
+    log,
+    signal: closing,
+  });
+  if (closing.aborted) throw new Error("The server is shutting down");
+  const base: Omit<PyChildOptions, "session"> = {
+    denoPath: options.denoPath,
+    hostPath,
+    workerPath,
+    pyodideDir,
+    snapshotPath,
+    tempRoot: options.tempRoot,
+    denoDir: options.denoDir,
+    memoryMb: python.memoryMb,
+    allowedImports: python.allowedImports,
+    wheels,
+    log,
+  };
+  const boot = async () => {
+    const child = await PyChild.spawn(base);
+    if (!(await child.ready)) {
+      await child.dispose();
+      throw new Error("The Python sandbox did not start");
+    }
+    return child;
+  };
+  // The first fill boots one child at a time, so that the first is ready as early as possible
+  // for the first run (two boots side by side on 2 CPUs each take nearly as long as both in a
+  // row). Refills boot side by side: under a burst, that keeps every CPU busy.
+  let serial = python.warmPool;
+  let booting: Promise<unknown> = Promise.resolve();
+  const pool = new WarmPool(python.warmPool, () => {
+    if (serial-- <= 0) return boot();
+    const next = booting.then(() => {
+      if (closing.aborted) throw new Error("The server is shutting down");
+      return boot();
+    });
+    booting = next.catch(() => {});
+    return next;
+  }, log);
+  return { base, pool };
+}
+
+/** How long a run may still take, and its cancellation. */
+export interface Deadline {
+  /** Milliseconds left. */
+  timeoutMs: number;
+  /** Aborted when the run is cancelled. */
+  signal: AbortSignal;
+}
+
+/**
+ * Waits for the runtime, but not past the run's deadline: the first use may build the snapshot,
+ * and the build goes on for the next run.
+ *
+ * @param runtime The runtime being started.
+ * @param deadline The run's time and cancellation.
+ * @returns The runtime.
+ * @throws {ExecutionRefusedError} At the deadline, on cancel, or when Python is unavailable.
+ */
+export function pythonWithin(
+  runtime: Promise<PythonRuntime>,
+  deadline: Deadline,
+): Promise<PythonRuntime> {
+  return new Promise<PythonRuntime>((resolve, reject) => {
+    const done = () => {
+      clearTimeout(timer);
+      deadline.signal.removeEventListener("abort", onAbort);
+    };
+    const timer = setTimeout(() => {
+      done();
+      reject(
+        new ExecutionRefusedError(
+          "TimeoutError",
+          `Execution timed out after ${deadline.timeoutMs} ms while Python was starting for the first time (building its memory snapshot); retry in a few seconds`,
+        ),
+      );
+    }, deadline.timeoutMs);
+    const onAbort = () => {
+      done();
+      reject(new ExecutionRefusedError("Cancelled", "The execution was cancelled"));
+    };
+    deadline.signal.addEventListener("abort", onAbort, { once: true });
+    runtime.then((value) => {
+      done();
+      resolve(value);
+    }, (error) => {
+      done();
+      reject(
+        new ExecutionRefusedError(
+          "PythonUnavailable",
+          `Python is unavailable: ${(error as Error).message}`,
+        ),
+      );
+    });
+  });
+}

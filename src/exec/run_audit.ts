@@ -1,0 +1,80 @@
+/**
+ * The audit records of one run: one `execution` record and one `tool_call` record per call, up
+ * to a fixed number per run, so that no single run can rotate the history of the others out of
+ * the audit files.
+ *
+ * @module
+ */
+import type { AuditLog } from "../policy/audit.ts";
+import { sha256Hex } from "../_util.ts";
+import type { ExecutionResult } from "./result.ts";
+
+/**
+ * `tool_call` records written per run; the calls past it are counted in one
+ * `tool_calls_omitted` record (and in the execution record's `toolCallsOmitted`).
+ */
+export const AUDIT_TOOL_CALLS_PER_RUN = 100;
+
+/** What the audit log says about one run. */
+export interface RunAuditEntry {
+  /** The run's id, shared by all its records. */
+  executionId: string;
+  /** `typescript` or `python`. */
+  language: string;
+  /** The code; only its hash is recorded unless `includeCode`. */
+  code: string;
+  /** Record the code itself (`audit.includeCode`). */
+  includeCode: boolean;
+  /** The Python session, if any. */
+  session?: string;
+  /** The globs of tools the run could call. */
+  allowedTools: readonly string[];
+  /** The admin's refused globs. */
+  deniedTools: readonly string[];
+  /** What the run produced. */
+  result: ExecutionResult;
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * Writes the records of one run.
+ *
+ * @param audit The audit log.
+ * @param entry The run.
+ */
+export function recordRun(audit: AuditLog, entry: RunAuditEntry): void {
+  const { result, executionId } = entry;
+  const calls = result.toolCalls.slice(0, AUDIT_TOOL_CALLS_PER_RUN);
+  const omitted = result.toolCalls.length - calls.length + (result.toolCallsOmitted ?? 0);
+  audit.record({
+    kind: "execution",
+    executionId,
+    language: entry.language,
+    ...(entry.session ? { session: entry.session } : {}),
+    codeSha256: sha256Hex(entry.code),
+    ...(entry.includeCode ? { code: entry.code } : {}),
+    allowedTools: entry.allowedTools,
+    deniedTools: entry.deniedTools,
+    toolCalls: calls.map((c) => ({ name: c.name, ok: c.ok, ms: c.durationMs })),
+    ...(omitted > 0 ? { toolCallsOmitted: omitted } : {}),
+    outcome: result.ok ? "ok" : "error",
+    ...(result.error ? { errorType: result.error.type } : {}),
+    durationMs: result.durationMs,
+    outputBytes: {
+      stdout: encoder.encode(result.stdout).length,
+      stderr: encoder.encode(result.stderr).length,
+    },
+    ...(result.sampling ? { sampling: result.sampling } : {}),
+  });
+  for (const call of calls) {
+    audit.record({
+      kind: "tool_call",
+      executionId,
+      name: call.name,
+      ok: call.ok,
+      ms: call.durationMs,
+    });
+  }
+  if (omitted > 0) audit.record({ kind: "tool_calls_omitted", executionId, count: omitted });
+}

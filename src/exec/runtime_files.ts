@@ -1,0 +1,64 @@
+/**
+ * The files a sandbox child is started from: the `deno` executable, the runners under
+ * `sandbox/` (copied out of a compiled binary when need be), and what dead hosts left behind.
+ *
+ * @module
+ */
+import { basename, dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Logger } from "../log.ts";
+import { sha256Hex } from "../_util.ts";
+import { CHILD_DIR_PREFIX } from "./sandbox_process.ts";
+
+/**
+ * Finds the `deno` executable for sandbox children.
+ *
+ * @param configured `sandbox.denoPath` from the settings.
+ * @returns The path or command name to run.
+ */
+export function findDeno(configured?: string): string {
+  if (configured) return configured;
+  const self = Deno.execPath();
+  return /^deno(\.exe)?$/i.test(basename(self)) ? self : "deno";
+}
+
+/**
+ * Returns the runner's path on disk. Inside a compiled binary the runner is embedded, so it is
+ * copied to a cache directory first, where a child `deno` can load it.
+ *
+ * @param name The file under `sandbox/`.
+ * @param cacheDir Where to copy an embedded runner.
+ * @returns An absolute path.
+ */
+export async function sandboxFile(name: string, cacheDir: string): Promise<string> {
+  const url = new URL(`../../sandbox/${name}`, import.meta.url);
+  const path = fileURLToPath(url);
+  if (!/deno-compile-/.test(path)) return path;
+  const text = await Deno.readTextFile(url);
+  const target = join(cacheDir, `${sha256Hex(text).slice(0, 16)}-${name}`);
+  await Deno.mkdir(dirname(target), { recursive: true });
+  await Deno.writeTextFile(target, text);
+  return target;
+}
+
+/**
+ * Removes private directories left by a host that died without cleaning up (SIGKILL).
+ *
+ * @param tempRoot The directory children are created in.
+ * @param log Where removals are reported.
+ */
+export async function removeStaleDirs(tempRoot: string, log: Logger): Promise<void> {
+  if (Deno.build.os !== "linux") return;
+  try {
+    for await (const entry of Deno.readDir(tempRoot)) {
+      const match = new RegExp(`^${CHILD_DIR_PREFIX}(\\d+)-`).exec(entry.name);
+      if (!match || !entry.isDirectory || Number(match[1]) === Deno.pid) continue;
+      const alive = await Deno.stat(`/proc/${match[1]}`).then(() => true, () => false);
+      if (alive) continue;
+      await Deno.remove(join(tempRoot, entry.name), { recursive: true }).catch(() => {});
+      log.debug(`Removed stale sandbox directory ${entry.name}`);
+    }
+  } catch {
+    // An unreadable temp root only means nothing is cleaned.
+  }
+}
