@@ -207,14 +207,7 @@ export class PyChild {
     const process = await SandboxProcess.start({
       ...opts,
       args: () => [
-        "run",
         "--unstable-worker-options",
-        "--no-prompt",
-        "--no-config",
-        "--no-lock",
-        "--no-npm",
-        "--no-remote",
-        "--cached-only",
         `--allow-read=${read.join(",")}`,
         `--v8-flags=--max-old-space-size=${opts.memoryMb},${PY_V8_FLAGS}`,
         opts.hostPath,

@@ -8,6 +8,8 @@ import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Logger } from "../log.ts";
 import { envVar, sha256Hex } from "../_util.ts";
+import { dieWithParent } from "../parent_death.ts";
+import { SANDBOX_RUN_FLAGS } from "./sandbox_process.ts";
 // Importing the package's manifest makes Deno install the package with the program (a fresh
 // clone's `deno task start` fetches it), and tells where it landed.
 import pyodideManifest from "pyodide/package.json" with { type: "json" };
@@ -195,20 +197,15 @@ export async function buildPyodideSnapshot(options: SnapshotOptions): Promise<Sn
   const path = await snapshotPath(options);
   const nonce = crypto.randomUUID();
   const read = [options.pyodideDir, options.workerPath, options.cacheDir];
-  const process = new Deno.Command(options.denoPath, {
-    args: [
-      "run",
-      "--unstable-worker-options",
-      "--no-prompt",
-      "--no-config",
-      "--no-lock",
-      "--no-npm",
-      "--no-remote",
-      "--cached-only",
-      `--allow-read=${read.join(",")}`,
-      `--allow-write=${options.cacheDir}`,
-      options.hostPath,
-    ],
+  const { command, args } = dieWithParent(options.denoPath, [
+    ...SANDBOX_RUN_FLAGS,
+    "--unstable-worker-options",
+    `--allow-read=${read.join(",")}`,
+    `--allow-write=${options.cacheDir}`,
+    options.hostPath,
+  ]);
+  const process = new Deno.Command(command, {
+    args,
     cwd: options.cacheDir,
     clearEnv: true,
     env: { DENO_DIR: options.denoDir, NO_COLOR: "1", DENO_NO_UPDATE_CHECK: "1" },

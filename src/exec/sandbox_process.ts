@@ -7,11 +7,27 @@
  */
 import { join } from "node:path";
 import type { Logger } from "../log.ts";
+import { dieWithParent } from "../parent_death.ts";
 import { FrameError, FrameReader, OutputCapture } from "./frames.ts";
 import type { ExecutionErrorInfo, ExecutionResult } from "./result.ts";
 
 /** The directory prefix of every child's private directory, followed by the host's pid. */
 export const CHILD_DIR_PREFIX = "code-executor-";
+
+/**
+ * How every sandbox child starts: `deno run` with no prompt, no config or lock file, no npm or
+ * remote modules and nothing fetched. No permission is granted here: each kind of child adds
+ * exactly the `--allow-*` flags it needs after these.
+ */
+export const SANDBOX_RUN_FLAGS: readonly string[] = [
+  "run",
+  "--no-prompt",
+  "--no-config",
+  "--no-lock",
+  "--no-npm",
+  "--no-remote",
+  "--cached-only",
+];
 
 const RSS_POLL_MS = 25;
 const EXIT_GRACE_MS = 100;
@@ -25,7 +41,7 @@ export interface SandboxProcessSpec {
   tempRoot: string;
   /** Deno's cache directory for the child. */
   denoDir: string;
-  /** Builds the `deno` arguments once the private directory exists. */
+  /** Builds the `deno` arguments after {@linkcode SANDBOX_RUN_FLAGS}, once the directory exists. */
   args: (dirs: { dir: string; workspace: string }) => string[];
   /** Variables added to the child's otherwise cleared environment. */
   env?: Record<string, string>;
@@ -156,8 +172,12 @@ export class SandboxProcess {
     try {
       const workspace = join(dir, "ws");
       Deno.mkdirSync(workspace, { mode: 0o700 });
-      const process = new Deno.Command(spec.denoPath, {
-        args: spec.args({ dir, workspace }),
+      const { command, args } = dieWithParent(spec.denoPath, [
+        ...SANDBOX_RUN_FLAGS,
+        ...spec.args({ dir, workspace }),
+      ]);
+      const process = new Deno.Command(command, {
+        args,
         cwd: workspace,
         clearEnv: true,
         env: { ...spec.env, DENO_DIR: spec.denoDir, NO_COLOR: "1", DENO_NO_UPDATE_CHECK: "1" },

@@ -136,13 +136,6 @@ export class TsChild {
       env: opts.preload ? { DENO_EMIT_CACHE_MODE: "disable" } : undefined,
       args: ({ workspace }) => {
         const args = [
-          "run",
-          "--no-prompt",
-          "--no-config",
-          "--no-lock",
-          "--no-npm",
-          "--no-remote",
-          "--cached-only",
           "--no-code-cache",
           `--allow-read=${[workspace, ...(opts.read ?? [])].join(",")}`,
           `--allow-write=${[workspace, ...(opts.write ?? [])].join(",")}`,

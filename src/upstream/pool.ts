@@ -17,6 +17,7 @@ import {
   type Transport,
 } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
+import { dieWithParent } from "../parent_death.ts";
 import type { UpstreamServerConfig } from "../config/upstream.ts";
 import type { Logger } from "../log.ts";
 import { SERVER_VERSION } from "../version.ts";
@@ -228,10 +229,16 @@ class UpstreamConnection {
   #transport(): Transport {
     const config = this.config;
     if (config.transport === "stdio") {
+      const env = curatedEnv(this.#options.env ?? Deno.env.toObject(), config.env);
+      // The kernel kills the server with us, even if we are SIGKILLed (see parent_death.ts).
+      const { command, args } = dieWithParent(config.command!, config.args ?? [], {
+        path: env.PATH,
+        cwd: config.cwd,
+      });
       const transport = new StdioClientTransport({
-        command: config.command!,
-        args: config.args ?? [],
-        env: curatedEnv(this.#options.env ?? Deno.env.toObject(), config.env),
+        command,
+        args,
+        env,
         cwd: config.cwd,
         stderr: "pipe",
       });
