@@ -670,7 +670,8 @@ const HOSTILE_CASES: HostileCase[] = [
     check(result) {
       assertEquals(result.ok, false, describe(result));
       assertEquals(result.error?.type, "T".repeat(100));
-      assertEquals(result.error?.message, "m".repeat(64 * 1024));
+      // Error text is capped (16 KiB), so that it stays within the result's fixed allowance.
+      assertEquals(result.error?.message, "m".repeat(16 * 1024));
       assertEquals(result.error?.traceback, undefined);
     },
   },
@@ -691,7 +692,7 @@ Deno.test("SandboxProcess.execute() turns malformed and oversized frames into er
         denoPath: DENO,
         tempRoot,
         denoDir: denoDir(),
-        args: () => ["run", "--no-config", "--no-lock", "--no-prompt", HOSTILE_RUNNER, scenario],
+        args: () => [HOSTILE_RUNNER, scenario],
         memoryMb: 512,
         log,
       });

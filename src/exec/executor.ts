@@ -304,6 +304,7 @@ export class Executor {
       });
       result.durationMs = Math.round(performance.now() - started);
       result.toolCalls = bridge.records;
+      if (bridge.omitted > 0) result.toolCallsOmitted = bridge.omitted;
       const sampling = client.totals;
       if (sampling.rounds > 0) result.sampling = sampling;
       return result;

@@ -34,6 +34,8 @@ export class FrameReader {
   #buffered = 0;
   #queue: Promise<unknown> = Promise.resolve();
   #done = false;
+  /** Size in bytes of the last frame returned, for callers that account for what they hold. */
+  lastBytes = 0;
 
   /**
    * @param stream The child's stdout.
@@ -68,6 +70,7 @@ export class FrameReader {
       const line = this.#takeLine();
       if (line !== undefined) {
         if (line.length === 0) continue;
+        this.lastBytes = line.length;
         return this.#parse(line);
       }
       if (this.#done) return null;
@@ -136,18 +139,30 @@ export class FrameReader {
 
 const encoder = new TextEncoder();
 
-/** Accumulates one output stream up to a byte cap. */
+/** Bytes that several captures of one run draw from, so that their sum stays under a cap. */
+export class OutputBudget {
+  /** Bytes not used yet. */
+  left: number;
+
+  /**
+   * @param maxBytes The cap for everything drawn from this budget, in UTF-8 bytes.
+   */
+  constructor(maxBytes: number) {
+    this.left = maxBytes;
+  }
+}
+
+/** Accumulates one output stream up to a byte cap, or up to what a shared budget has left. */
 export class OutputCapture {
   #parts: string[] = [];
-  #bytes = 0;
-  #max: number;
+  #budget: OutputBudget;
   #truncated = false;
 
   /**
-   * @param maxBytes The cap, in UTF-8 bytes.
+   * @param limit The cap in UTF-8 bytes, or a budget shared with other captures.
    */
-  constructor(maxBytes: number) {
-    this.#max = maxBytes;
+  constructor(limit: number | OutputBudget) {
+    this.#budget = typeof limit === "number" ? new OutputBudget(limit) : limit;
   }
 
   /**
@@ -159,17 +174,17 @@ export class OutputCapture {
   add(text: string): boolean {
     if (this.#truncated) return false;
     const bytes = encoder.encode(text);
-    if (this.#bytes + bytes.length <= this.#max) {
+    if (bytes.length <= this.#budget.left) {
       this.#parts.push(text);
-      this.#bytes += bytes.length;
+      this.#budget.left -= bytes.length;
       return true;
     }
-    const room = this.#max - this.#bytes;
+    const room = this.#budget.left;
     // Cut on a character boundary: drop continuation bytes at the cut.
     let end = room;
     while (end > 0 && (bytes[end] & 0xc0) === 0x80) end--;
     this.#parts.push(new TextDecoder().decode(bytes.subarray(0, end)));
-    this.#bytes += end;
+    this.#budget.left -= end;
     this.#truncated = true;
     return false;
   }

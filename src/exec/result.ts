@@ -48,7 +48,7 @@ export interface ExecutionResult {
   error?: ExecutionErrorInfo;
   /** Wall-clock time from the start of the execution to its result. */
   durationMs: number;
-  /** Upstream tool calls, in the order they finished: the first `limits.maxToolCallRecords`. */
+  /** Upstream tool calls, in the order they finished: the first 100 (`MAX_TOOL_CALL_RECORDS`). */
   toolCalls: ToolCallRecord[];
   /** Calls made past the ones in `toolCalls`, counted but not listed. */
   toolCallsOmitted?: number;
@@ -102,10 +102,13 @@ export function renderResult(result: ExecutionResult): string {
   }
   if (result.error) {
     parts.push(`[error] ${result.error.type}: ${result.error.message}`);
-    if (result.error.traceback) parts.push(result.error.traceback);
+    const traceback = result.error.traceback &&
+      withoutMessageLine(result.error.traceback, result.error.message);
+    if (traceback) parts.push(traceback);
   }
   if (result.truncated) parts.push("[output truncated]");
-  const calls = result.toolCalls.length ? `, ${result.toolCalls.length} tool calls` : "";
+  const count = result.toolCalls.length + (result.toolCallsOmitted ?? 0);
+  const calls = count ? `, ${count} tool calls` : "";
   const llm = result.sampling
     ? `, ${result.sampling.rounds} LLM rounds (${
       result.sampling.inputTokens + result.sampling.outputTokens
@@ -113,4 +116,30 @@ export function renderResult(result: ExecutionResult): string {
     : "";
   parts.push(`[${result.ok ? "ok" : "failed"} in ${result.durationMs} ms${calls}${llm}]`);
   return parts.join("\n");
+}
+
+/**
+ * Removes from a traceback the line that repeats the error's message (`TypeError: boom` at the
+ * top of a JavaScript stack, `ZeroDivisionError: division by zero` at the end of a Python
+ * traceback): the `[error]` line already says it, and every failed run would pay for it twice.
+ *
+ * @param traceback The traceback.
+ * @param message The error's message.
+ * @returns The traceback without that line.
+ */
+export function withoutMessageLine(traceback: string, message: string): string {
+  if (!message) return traceback;
+  for (
+    let at = traceback.lastIndexOf(message);
+    at > 0;
+    at = traceback.lastIndexOf(message, at - 1)
+  ) {
+    const lineStart = traceback.lastIndexOf("\n", at - 1) + 1;
+    // Only a header line, `Name: message`, where Name is an exception's (dotted) name.
+    if (!/^[\w.]+: $/.test(traceback.slice(lineStart, at))) continue;
+    const end = traceback.indexOf("\n", at + message.length);
+    const rest = end < 0 ? "" : traceback.slice(end + 1);
+    return (traceback.slice(0, lineStart) + rest).replace(/\n+$/, "");
+  }
+  return traceback;
 }

@@ -8,7 +8,7 @@
 import { join } from "node:path";
 import type { Logger } from "../log.ts";
 import { dieWithParent } from "../parent_death.ts";
-import { FrameError, FrameReader, OutputCapture } from "./frames.ts";
+import { FrameError, FrameReader, OutputBudget, OutputCapture } from "./frames.ts";
 import type { ExecutionErrorInfo, ExecutionResult } from "./result.ts";
 
 /** The directory prefix of every child's private directory, followed by the host's pid. */
@@ -32,6 +32,16 @@ export const SANDBOX_RUN_FLAGS: readonly string[] = [
 const RSS_POLL_MS = 25;
 const EXIT_GRACE_MS = 100;
 const MAX_FRAME_BYTES = 8 * 1024 * 1024;
+/**
+ * Requests of one run the host works on at once, and the bytes of their frames: past either, the
+ * host reads no more frames until a reply has gone out, so a flood of requests (each up to
+ * MAX_FRAME_BYTES) holds a bounded amount of the server's memory and work.
+ */
+const MAX_PENDING_REQUESTS = 32;
+const MAX_PENDING_REQUEST_BYTES = 16 * 1024 * 1024;
+/** Caps on an error's parts; with the tool-call records they make the result's fixed allowance. */
+const MAX_ERROR_MESSAGE_CHARS = 16 * 1024;
+const MAX_TRACEBACK_CHARS = 16 * 1024;
 
 /** How to start a sandbox process. */
 export interface SandboxProcessSpec {
@@ -57,7 +67,10 @@ export interface RunLimits {
   timeoutMs: number;
   /** The limit to name in the timeout error, when it differs (time spent before the run). */
   reportedTimeoutMs?: number;
-  /** Cap per captured stream; reaching it stops the run. */
+  /**
+   * Cap on what the run sends back: stdout, stderr and the JSON of the return value together.
+   * Printing past it stops the run; a return value that does not fit fails it.
+   */
   maxOutputBytes: number;
   /** Aborting this kills the run (client cancellation, shutdown). */
   signal?: AbortSignal;
@@ -112,9 +125,9 @@ export function sanitizeError(raw: unknown): ExecutionErrorInfo {
   const text = (v: unknown, max: number) => typeof v === "string" ? v.slice(0, max) : undefined;
   const info: ExecutionErrorInfo = {
     type: text(value.type, 100) ?? "Error",
-    message: text(value.message, 64 * 1024) ?? "The code failed without a message",
+    message: text(value.message, MAX_ERROR_MESSAGE_CHARS) ?? "The code failed without a message",
   };
-  const traceback = text(value.traceback, 64 * 1024);
+  const traceback = text(value.traceback, MAX_TRACEBACK_CHARS);
   if (traceback) info.traceback = traceback;
   return info;
 }
@@ -277,8 +290,10 @@ export class SandboxProcess {
   async execute(exec: Record<string, unknown>, options: ExecuteOptions): Promise<ExecutionResult> {
     const started = performance.now();
     this.#marked = Promise.withResolvers<void>();
-    const stdout = new OutputCapture(options.maxOutputBytes);
-    const stderr = new OutputCapture(options.maxOutputBytes);
+    const budget = new OutputBudget(options.maxOutputBytes);
+    const stdout = new OutputCapture(budget);
+    const stderr = new OutputCapture(budget);
+    const pending = { requests: 0, bytes: 0, drained: Promise.withResolvers<void>() };
     this.#stderr = stderr;
     let failure: ExecutionErrorInfo | undefined;
     let timedOut: ExecutionErrorInfo | undefined;
@@ -325,6 +340,13 @@ export class SandboxProcess {
     try {
       await this.send(exec).catch(() => {});
       while (!failure) {
+        while (
+          pending.requests >= MAX_PENDING_REQUESTS ||
+          pending.bytes >= MAX_PENDING_REQUEST_BYTES
+        ) {
+          await Promise.race([pending.drained.promise, this.#status]);
+          if (this.#exited) break;
+        }
         const frame = await this.#frames.next().catch((error: Error) => {
           stop({
             type: "SandboxProtocolError",
@@ -341,23 +363,33 @@ export class SandboxProcess {
             overflow(frame.s === "stderr" ? "stderr" : "stdout");
           }
         } else if (frame.t === "call") {
-          this.#answer(frame, options);
+          const bytes = this.#frames.lastBytes;
+          pending.requests++;
+          pending.bytes += bytes;
+          this.#answer(frame, options).finally(() => {
+            pending.requests--;
+            pending.bytes -= bytes;
+            pending.drained.resolve();
+            pending.drained = Promise.withResolvers<void>();
+          });
         } else if (frame.t === "result") {
           result = {
             ok: frame.ok === true,
             value: frame.value,
             error: frame.ok === true ? undefined : sanitizeError(frame.error),
           };
-          // The value goes back to the client twice (structuredContent and text): cap it like
-          // printed output, or one run can pass the message size clients accept.
+          // The value goes back to the client with the printed output, under one cap, or one run
+          // could pass the message size clients accept.
           const bytes = new TextEncoder().encode(JSON.stringify(frame.value) ?? "").length;
-          if (bytes > options.maxOutputBytes) {
+          if (bytes > budget.left) {
+            const printed = options.maxOutputBytes - budget.left;
             failure = {
               type: "OutputLimitError",
-              message:
-                `Return value too large: ${bytes} bytes of JSON, more than limits.maxOutputBytes (${options.maxOutputBytes} bytes); return a summary, or write the data to a file and return its path`,
+              message: `Return value too large: ${bytes} bytes of JSON${
+                printed > 0 ? ` after ${printed} bytes of printed output` : ""
+              }, more than limits.maxOutputBytes (${options.maxOutputBytes} bytes) in all; return a summary, or write the data to a file and return its path`,
             };
-          }
+          } else budget.left -= bytes;
           break;
         } else {
           this.#log.debug(`Dropped a sandbox frame of unknown type ${JSON.stringify(frame.t)}`);
@@ -411,17 +443,17 @@ export class SandboxProcess {
     return out;
   }
 
-  #answer(frame: Record<string, unknown>, limits: RunLimits): void {
+  #answer(frame: Record<string, unknown>, limits: RunLimits): Promise<void> {
     const id = frame.id;
     if (typeof id !== "number") {
       this.#log.debug(`Dropped a sandbox request without a numeric id: ${typeof id}`);
-      return;
+      return Promise.resolve();
     }
     const reply = limits.onRequest ? limits.onRequest(frame) : Promise.resolve({
       ok: false,
       error: { type: "ToolCallError", message: "No MCP servers are available to this execution" },
     });
-    reply.then((body) => this.send({ t: "reply", id, ...body })).catch(() => {
+    return reply.then((body) => this.send({ t: "reply", id, ...body })).catch(() => {
       // The child is gone; its run is already being reported.
     });
   }

@@ -66,6 +66,14 @@ function upstreamErrorText(result: { content?: Array<Record<string, unknown>> })
   return text || "the tool reported an error without a message";
 }
 
+/**
+ * Tool calls listed in a result (and in the audit log); later ones are only counted, so that a
+ * loop of calls cannot grow a response, or the server's memory, without bound.
+ */
+export const MAX_TOOL_CALL_RECORDS = 100;
+/** Characters of a tool name kept in a record: a refused call may name anything. */
+const MAX_RECORDED_NAME = 200;
+
 /** The bridge of one execution. */
 export class ToolBridge {
   #hub: Hub | undefined;
@@ -74,8 +82,14 @@ export class ToolBridge {
   #signal: AbortSignal | undefined;
   #client: ClientSession | undefined;
   #calls = 0;
-  /** Calls made so far, in the order they finished. */
+  #omitted = 0;
+  /** The first {@linkcode MAX_TOOL_CALL_RECORDS} calls, in the order they finished. */
   readonly records: ToolCallRecord[] = [];
+
+  /** Calls that finished after the records were full. */
+  get omitted(): number {
+    return this.#omitted;
+  }
 
   /**
    * @param hub Upstream connections, catalog and limiter; tool requests fail without it.
@@ -180,8 +194,17 @@ export class ToolBridge {
 
   async #call(name: string, rawArgs: unknown): Promise<unknown> {
     const started = performance.now();
-    const record = (ok: boolean) =>
-      this.records.push({ name, ok, durationMs: Math.round(performance.now() - started) });
+    const record = (ok: boolean) => {
+      if (this.records.length >= MAX_TOOL_CALL_RECORDS) {
+        this.#omitted++;
+        return;
+      }
+      this.records.push({
+        name: name.slice(0, MAX_RECORDED_NAME),
+        ok,
+        durationMs: Math.round(performance.now() - started),
+      });
+    };
     try {
       const value = await this.#callChecked(name, rawArgs);
       record(true);
