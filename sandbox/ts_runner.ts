@@ -6,9 +6,12 @@
  * - runner → host on stdout: `<nonce> {"t":"ready"}`, `<nonce> {"t":"out","s":"stdout"|"stderr","d"}`
  *   and finally `<nonce> {"t":"result",...}`.
  *
- * Every line the runner writes starts with the nonce, which user code never sees; a line without
- * it was written by user code going around `console` and makes the host fail the run. The host
- * treats every frame as untrusted: no policy is enforced here.
+ * Every line the runner writes starts with the nonce; a line without it was written by user code
+ * going around `console` and makes the host fail the run. The nonce is not a secret from the code:
+ * a heap snapshot (`node:v8`) shows it, and tests/forged_frames_test.ts forges every frame type
+ * with it. So the host treats every frame as forged, and no frame can do more than the code could
+ * through the API (output counts against the cap, calls go through the policy, a result ends the
+ * run). No policy is enforced here.
  *
  * The result is sent when the event loop has drained (the `unload` event), so work that the code
  * started without awaiting still finishes, as it would in a script. The runner then sleeps in a
@@ -386,7 +389,7 @@ async function main(): Promise<void> {
     if (finished) return;
     finished = true;
     // The mark tells the host it has read everything written to stderr before the result, so it
-    // need not wait for the exit; code never sees the nonce, so it cannot forge the mark.
+    // need not wait for the exit. Code that forges it early only loses some of its own stderr.
     try {
       writeAll(encode("\0" + nonce + "\0"), stderrWriteSync);
     } catch {

@@ -447,8 +447,8 @@ async function attackSequence(
     "Deno.stdout.writeSync(new Uint8Array(50 * 1024 * 1024).fill(65));\nreturn 1;",
     { type: "SandboxProtocolError", message: /frame larger than/ },
   );
-  // The nonce authenticates the runner's frames only while user code cannot read it: the
-  // runner must not hand its frame bytes to anything user code can patch.
+  // The runner must not hand its frame bytes to anything user code can patch. (The nonce is no
+  // secret, see forged_frames_test.ts; these check that patched prototypes see no frame.)
   await refuses(
     "refuses a runner frame forged with a nonce read through Uint8Array.prototype.subarray",
     [
