@@ -14,6 +14,7 @@ import { runFile } from "./src/cli/run.ts";
 import { serve } from "./src/cli/serve.ts";
 import { SettingsError } from "./src/config/settings.ts";
 import { SERVER_VERSION } from "./src/version.ts";
+import { flushLogs } from "./src/log.ts";
 
 const HELP =
   `code-executor ${SERVER_VERSION}: one MCP server that runs code which calls all your others
@@ -118,11 +119,14 @@ async function main(args: string[]): Promise<number> {
 
 if (import.meta.main) {
   try {
-    Deno.exit(await main(Deno.args));
+    const code = await main(Deno.args);
+    await flushLogs();
+    Deno.exit(code);
   } catch (error) {
     const known = error instanceof SettingsError || error instanceof TypeError ||
       error instanceof Deno.errors.NotFound;
     console.error(`code-executor: ${known ? (error as Error).message : (error as Error).stack}`);
+    await flushLogs();
     Deno.exit(2);
   }
 }

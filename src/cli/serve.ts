@@ -8,7 +8,7 @@ import { loadSettings } from "../config/settings.ts";
 import { discoverUpstreams } from "../config/upstream.ts";
 import { cacheDir } from "../config/paths.ts";
 import { Executor } from "../exec/executor.ts";
-import { createLogger } from "../log.ts";
+import { createLogger, flushLogs } from "../log.ts";
 import { type CodeExecutorServer, createServer } from "../server/server.ts";
 import { LineStdioServerTransport } from "../server/stdio_transport.ts";
 import { openHub } from "../upstream/hub.ts";
@@ -29,8 +29,14 @@ export interface ServeOptions {
  */
 export async function serve(options: ServeOptions): Promise<void> {
   const log = createLogger();
-  // Libraries must not write to stdout, which carries the protocol: send stray logs to stderr.
-  console.log = console.info = console.debug = console.error;
+  // Libraries must not write to stdout, which carries the protocol, and console's synchronous
+  // writes to stderr would block the event loop when nobody reads it: route them to the logger.
+  const forward = (write: (message: string) => void) => (...args: unknown[]) =>
+    write(args.map((a) => typeof a === "string" ? a : Deno.inspect(a)).join(" "));
+  console.log = console.info = forward(log.info);
+  console.debug = forward(log.debug);
+  console.warn = forward(log.warn);
+  console.error = forward(log.error);
 
   const { settings, sources } = await loadSettings();
   log.info(`settings from ${sources.length ? sources.join(", ") : "defaults"}`);
@@ -72,6 +78,7 @@ export async function serve(options: ServeOptions): Promise<void> {
       await executor.close();
       await hub.close();
       await audit?.flush();
+      await flushLogs();
       Deno.exit(0);
     })();
     return stopping;
