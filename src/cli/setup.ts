@@ -21,6 +21,7 @@ import {
   selfLaunchCommand,
 } from "../config/client_configs.ts";
 import { removeProperty, setProperty } from "../config/jsonc_edit.ts";
+import { tildePath } from "../config/paths.ts";
 import { backupFile, writeFileAtomic } from "../config/safe_write.ts";
 import { unifiedDiff } from "../config/text_diff.ts";
 import { discoverUpstreams } from "../config/upstream.ts";
@@ -152,9 +153,7 @@ export async function setup(options: SetupOptions, io: SetupIO): Promise<number>
   const env = options.env ?? Deno.env.toObject();
   const cwd = options.cwd ?? Deno.cwd();
   const os = options.os ?? Deno.build.os;
-  const home = env.HOME || env.USERPROFILE || "";
-  const show = (path: string) =>
-    home && (path === home || path.startsWith(home + "/")) ? "~" + path.slice(home.length) : path;
+  const show = (path: string) => tildePath(path, env);
   const ask = io.ask;
   const dryRun = options.dryRun === true;
 

@@ -24,6 +24,7 @@ import { generatePython, PYTHON_PACKAGE } from "../codegen/python.ts";
 import { generateTypescript, type WrapperTool } from "../codegen/typescript.ts";
 import { buildWheel, wheelFileName } from "../codegen/wheel.ts";
 import { loadSettings } from "../config/settings.ts";
+import { defaultWrappersDir } from "../config/paths.ts";
 import { discoverUpstreams } from "../config/upstream.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { type Hub, openHub } from "../upstream/hub.ts";
@@ -94,17 +95,6 @@ interface Manifest {
   version: number;
   generator: string;
   servers: Record<string, ManifestEntry>;
-}
-
-/**
- * The default output directory: `~/.code-executor/wrappers`.
- *
- * @param env The environment (`HOME`, or `USERPROFILE` on Windows).
- * @returns The directory.
- */
-export function defaultWrappersDir(env: Record<string, string> = Deno.env.toObject()): string {
-  const home = env.HOME ?? env.USERPROFILE ?? ".";
-  return join(home, ".code-executor", "wrappers");
 }
 
 /**

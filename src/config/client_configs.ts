@@ -7,15 +7,24 @@
  *
  * @module
  */
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { isPlainObject } from "../_util.ts";
 import { redactText } from "../policy/audit.ts";
 import {
-  classifyServerEntry,
-  type ConfigKind,
-  defaultConfigFiles,
+  claudeCodeConfigPath,
+  claudeDesktopConfigPath,
+  cursorConfigPath,
+  homeDir,
   ownUpstreamConfigPath,
+  projectConfigPath,
+  vscodeProjectConfigPath,
+  windsurfConfigPath,
+} from "./paths.ts";
+import {
+  classifyServerEntry,
   readServerSections,
+  serversKeyOf,
   UpstreamConfigError,
 } from "./upstream.ts";
 
@@ -130,7 +139,7 @@ const VSCODE_VARIABLES = new Set([
 
 /**
  * Lists every client config file `setup` knows, plus Code Executor's own upstream file (last).
- * The Claude Code, Claude Desktop, Cursor, project and own paths are the ones discovery reads.
+ * The locations come from `paths.ts`, where discovery finds the files it reads too.
  *
  * @param options Environment, project directory and operating system.
  * @returns One entry per client.
@@ -139,40 +148,29 @@ const VSCODE_VARIABLES = new Set([
 export function clientConfigs(options: ClientConfigOptions = {}): ClientConfig[] {
   const env = options.env ?? Deno.env.toObject();
   const cwd = resolve(options.cwd ?? Deno.cwd());
-  const home = env.HOME || env.USERPROFILE;
-  if (!home) throw new TypeError("Cannot find the client configs: HOME is not set");
-  const known = new Map<ConfigKind, string>(
-    defaultConfigFiles(env, { cwd, os: options.os }).map((f) => [f.kind, f.path]),
-  );
-  const config = (
-    id: ClientId | "code-executor",
-    path: string,
-    key: ClientConfig["key"] = "mcpServers",
-  ): ClientConfig => ({
+  const os = options.os ?? Deno.build.os;
+  if (!homeDir(env)) {
+    throw new TypeError(
+      "Cannot find the client configs: HOME is not set; set HOME (or USERPROFILE)",
+    );
+  }
+  // With a home directory every location is known: the ones under APPDATA fall back to it.
+  const paths: Record<ClientId | "code-executor", string | undefined> = {
+    "claude-code": claudeCodeConfigPath(env),
+    "claude-desktop": claudeDesktopConfigPath(env, os),
+    "cursor": cursorConfigPath(env),
+    "vscode": vscodeProjectConfigPath(cwd),
+    "windsurf": windsurfConfigPath(env),
+    "project": projectConfigPath(cwd),
+    "code-executor": ownUpstreamConfigPath(env),
+  };
+  return [...CLIENT_IDS, "code-executor" as const].map((id) => ({
     id,
     label: LABELS[id],
-    path,
-    key,
+    path: paths[id]!,
+    key: serversKeyOf(id),
     project: id === "project" || id === "vscode",
-  });
-  const out: ClientConfig[] = [
-    config("claude-code", known.get("claude-code") ?? join(home, ".claude.json")),
-    config(
-      "claude-desktop",
-      known.get("claude-desktop") ?? join(home, ".config", "Claude", "claude_desktop_config.json"),
-    ),
-    config("cursor", known.get("cursor") ?? join(home, ".cursor", "mcp.json")),
-    config("vscode", join(cwd, ".vscode", "mcp.json"), "servers"),
-    config("windsurf", join(home, ".codeium", "windsurf", "mcp_config.json")),
-    config("project", known.get("project") ?? join(cwd, ".mcp.json")),
-  ];
-  out.push(
-    config(
-      "code-executor",
-      ownUpstreamConfigPath(env) ?? join(home, ".config", "code-executor", "mcp.json"),
-    ),
-  );
-  return out;
+  }));
 }
 
 /**
@@ -200,7 +198,7 @@ export async function scanClientConfig(
   const scanned: ScannedConfig = { client, found: true, text, servers: [] };
   let sections;
   try {
-    sections = readServerSections(text, client.path, { kind: kindOf(client), cwd });
+    sections = readServerSections(text, client.path, { kind: client.id, cwd });
   } catch (error) {
     if (!(error instanceof UpstreamConfigError)) throw error;
     scanned.error = error.message;
@@ -317,16 +315,12 @@ function unsetVariables(raw: unknown, env: Record<string, string>): string[] {
   return [...names].sort();
 }
 
-function kindOf(client: ClientConfig): ConfigKind {
-  return client.id === "code-executor" ? "code-executor" : client.id;
-}
-
 function stringLeaves(value: unknown, prefix: string): Array<[string, string]> {
   if (typeof value === "string") return [[prefix, value]];
   if (Array.isArray(value)) {
     return value.flatMap((item, i) => stringLeaves(item, `${prefix}[${i}]`));
   }
-  if (value && typeof value === "object") {
+  if (isPlainObject(value)) {
     return Object.entries(value).flatMap(([k, v]) =>
       stringLeaves(v, prefix ? `${prefix}.${k}` : k)
     );

@@ -6,15 +6,22 @@
  * Claude Desktop, `~/.claude.json` (top level, then the current project), `~/.cursor/mcp.json`,
  * the project's `.mcp.json`, Code Executor's own `~/.config/code-executor/mcp.json` (where
  * `setup --move` puts the servers it takes out of a client), `MCP_CONFIG_PATH`, then each
- * `--config PATH`. One unusable entry
- * never affects the others: it is reported in {@linkcode UpstreamConfig.broken} with a message
- * that names the file, the server and the key.
+ * `--config PATH`. One unusable entry never affects the others: it is reported in
+ * {@linkcode UpstreamConfig.broken} with a message that names the file, the server and the key.
+ * Where each file is comes from `paths.ts`.
  *
  * @module
  */
-import { basename, join, resolve } from "node:path";
+import { basename, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { canonicalJson, isPlainObject, isStringArray, sha256Hex } from "../_util.ts";
+import {
+  claudeCodeConfigPath,
+  claudeDesktopConfigPath,
+  cursorConfigPath,
+  ownUpstreamConfigPath,
+  projectConfigPath,
+} from "./paths.ts";
 import { parseJsoncText } from "./settings.ts";
 
 /** How Code Executor talks to an upstream server. */
@@ -146,7 +153,7 @@ export interface DiscoverOptions {
   os?: typeof Deno.build.os;
   /** Files from `--config PATH`, in order; each must exist. */
   configPaths?: string[];
-  /** Read the files of Claude Desktop, Claude Code, Cursor and `.mcp.json`; defaults to true. */
+  /** Read the files of {@linkcode defaultConfigFiles}; defaults to true. */
   includeClientConfigs?: boolean;
 }
 
@@ -294,32 +301,25 @@ export function defaultConfigFiles(
   env: Record<string, string>,
   options: { cwd: string; os?: typeof Deno.build.os },
 ): ClientConfigFile[] {
-  const files: ClientConfigFile[] = [];
-  const home = env.HOME || env.USERPROFILE || undefined;
-  const desktop = claudeDesktopConfigPath(options.os ?? Deno.build.os, env, home);
-  if (desktop) files.push({ path: desktop, kind: "claude-desktop" });
-  if (home) {
-    files.push({ path: join(home, ".claude.json"), kind: "claude-code" });
-    files.push({ path: join(home, ".cursor", "mcp.json"), kind: "cursor" });
-  }
-  files.push({ path: join(options.cwd, ".mcp.json"), kind: "project" });
-  const own = ownUpstreamConfigPath(env);
-  if (own) files.push({ path: own, kind: "code-executor" });
-  return files;
+  const candidates: Array<[ConfigKind, string | undefined]> = [
+    ["claude-desktop", claudeDesktopConfigPath(env, options.os)],
+    ["claude-code", claudeCodeConfigPath(env)],
+    ["cursor", cursorConfigPath(env)],
+    ["project", projectConfigPath(options.cwd)],
+    ["code-executor", ownUpstreamConfigPath(env)],
+  ];
+  return candidates.flatMap(([kind, path]) => path ? [{ kind, path }] : []);
 }
 
 /**
- * Returns the path of Code Executor's own upstream config file,
- * `$XDG_CONFIG_HOME/code-executor/mcp.json` (by default `~/.config/code-executor/mcp.json`), next
- * to the settings file. `setup --move` writes the servers it moves there; `serve` reads it.
+ * Returns the key of the object of servers in a client's config file: `servers` in VS Code's
+ * file, `mcpServers` in everyone else's.
  *
- * @param env The environment to read `XDG_CONFIG_HOME`, `HOME` and `USERPROFILE` from.
- * @returns The path, or undefined when neither a config nor a home directory is known.
+ * @param kind Which client the file belongs to.
+ * @returns The key.
  */
-export function ownUpstreamConfigPath(env: Record<string, string>): string | undefined {
-  const home = env.HOME || env.USERPROFILE || undefined;
-  const configHome = env.XDG_CONFIG_HOME || (home ? join(home, ".config") : undefined);
-  return configHome ? join(configHome, "code-executor", "mcp.json") : undefined;
+export function serversKeyOf(kind: ConfigKind): "mcpServers" | "servers" {
+  return kind === "vscode" ? "servers" : "mcpServers";
 }
 
 function candidateFiles(
@@ -340,23 +340,6 @@ function candidateFiles(
     files.push({ path: resolve(cwd, path), kind: "cli", explicit: true });
   }
   return files;
-}
-
-function claudeDesktopConfigPath(
-  os: typeof Deno.build.os,
-  env: Record<string, string>,
-  home: string | undefined,
-): string | undefined {
-  const file = "claude_desktop_config.json";
-  if (os === "darwin") {
-    return home ? join(home, "Library", "Application Support", "Claude", file) : undefined;
-  }
-  if (os === "windows") {
-    const appData = env.APPDATA || (home ? join(home, "AppData", "Roaming") : undefined);
-    return appData ? join(appData, "Claude", file) : undefined;
-  }
-  const configHome = env.XDG_CONFIG_HOME || (home ? join(home, ".config") : undefined);
-  return configHome ? join(configHome, "Claude", file) : undefined;
 }
 
 async function readConfigFile(candidate: CandidateFile): Promise<string | undefined> {
@@ -405,7 +388,7 @@ function extractSections(candidate: CandidateFile, text: string, cwd: string): S
     );
   }
   const sections: Section[] = [];
-  const key = candidate.kind === "vscode" ? "servers" : "mcpServers";
+  const key = serversKeyOf(candidate.kind);
   const top = serversOf(value, file, key);
   if (top) sections.push({ entries: top, path: [key], where: file });
   if (candidate.kind === "claude-code" && isPlainObject(value.projects)) {

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { dirname, join } from "node:path";
+import { dirname } from "node:path";
 import type { Logger } from "../log.ts";
 
 /** Where and how the audit log is written. */
@@ -149,14 +149,4 @@ export class AuditLog {
     if (keep >= 1) await Deno.rename(path, `${path}.1`);
     else await Deno.remove(path);
   }
-}
-
-/**
- * The default audit log file: `~/.code-executor/audit.jsonl`.
- *
- * @param env The environment to read HOME (or USERPROFILE) from.
- * @returns The path.
- */
-export function defaultAuditPath(env: Record<string, string | undefined>): string {
-  return join(env.HOME ?? env.USERPROFILE ?? ".", ".code-executor", "audit.jsonl");
 }
