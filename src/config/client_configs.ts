@@ -267,6 +267,27 @@ export function selfEntry(
   };
 }
 
+/** Why a server entry must stay in its client's config. */
+export type MoveBlockReason =
+  /** It is Code Executor itself. */
+  | "self"
+  /** It has `"disabled": true`. */
+  | "disabled"
+  /** Discovery could not use it. */
+  | "broken"
+  /** It uses variables only its client fills in (`${input:…}`, `${workspaceFolder}`, …). */
+  | "client-variable"
+  /** It holds a literal secret. */
+  | "secret";
+
+/** Why a server entry must not move into Code Executor's own config. */
+export interface MoveBlocker {
+  /** The kind of reason. */
+  reason: MoveBlockReason;
+  /** The reason for people, naming the key, and what to do about it where something can be. */
+  message: string;
+}
+
 /**
  * Says why a server entry must not move into Code Executor's own config, or returns undefined
  * when it may. It must not when it holds a literal secret (an API key, a token, a password:
@@ -276,19 +297,24 @@ export function selfEntry(
  *
  * @param server The entry.
  * @param client The client it is in.
- * @returns The reason, naming the key, or undefined.
+ * @returns The reason, or undefined.
  */
-export function moveBlocker(server: ScannedServer, client: ClientConfig): string | undefined {
-  if (server.state === "self") return "it is Code Executor itself";
-  if (server.state === "disabled") return "it is disabled";
-  if (server.state === "broken") return server.error ?? "it is not usable";
+export function moveBlocker(server: ScannedServer, client: ClientConfig): MoveBlocker | undefined {
+  if (server.state === "self") return { reason: "self", message: "it is Code Executor itself" };
+  if (server.state === "disabled") return { reason: "disabled", message: "it is disabled" };
+  if (server.state === "broken") {
+    return { reason: "broken", message: server.error ?? "it is not usable" };
+  }
   for (const [key, value] of stringLeaves(server.raw, "")) {
     for (const match of value.matchAll(/\$\{([^}]*)\}/g)) {
       const inner = match[1];
       const foreign = /:(?!-)/.test(inner) ||
         (client.id === "vscode" && VSCODE_VARIABLES.has(inner));
       if (foreign) {
-        return `"${key}" uses \${${inner}}, which only ${client.label} can fill in`;
+        return {
+          reason: "client-variable",
+          message: `"${key}" uses \${${inner}}, which only ${client.label} can fill in`,
+        };
       }
     }
     const literal = value.replace(/\$\{[^}]*\}/g, "");
@@ -297,9 +323,12 @@ export function moveBlocker(server: ScannedServer, client: ClientConfig): string
       const variable = /^env\.[A-Za-z_][A-Za-z0-9_]*$/.test(key)
         ? name
         : `${server.name}_${name}`.toUpperCase().replace(/[^A-Z0-9_]/g, "_");
-      return `"${key}" holds a literal secret, which moving would copy to a new file; it stays ` +
-        `in ${client.path}. To move it, write "\${${variable}}" there instead, export ` +
-        `${variable} where Code Executor runs, and run setup again`;
+      return {
+        reason: "secret",
+        message: `"${key}" holds a literal secret, which moving would copy to a new file; it ` +
+          `stays in ${client.path}. To move it, write "\${${variable}}" there instead, export ` +
+          `${variable} where Code Executor runs, and run setup again`,
+      };
     }
   }
   return undefined;
