@@ -170,10 +170,12 @@ Deno.test("settingsFiles(), defaultConfigFiles(), clientConfigs() and dailySyncP
     ["claude-desktop", `${config}/Claude/claude_desktop_config.json`],
     ["claude-code", `${HOME}/.claude.json`],
     ["cursor", `${HOME}/.cursor/mcp.json`],
+    ["cursor-project", "/p/.cursor/mcp.json"],
     ["project", "/p/.mcp.json"],
     ["code-executor", `${config}/code-executor/mcp.json`],
   ]);
   const clients = clientConfigs({ env, cwd: "/p", os: "linux" });
+  assertEquals(clients.find((c) => c.id === "vscode-user")?.path, `${config}/Code/User/mcp.json`);
   // Discovery and setup agree on every file both know.
   for (const file of discovered) {
     assertEquals(clients.find((c) => c.id === file.kind)?.path, file.path, file.kind);

@@ -280,6 +280,48 @@ Deno.test("planSetup() creates a missing config with the entry, private unless i
   });
 });
 
+Deno.test("planSetup() writes VS Code's user file under servers and Cursor's project file shared", async () => {
+  await withDirs(async (dirs) => {
+    const user = await plan(dirs, "vscode-user");
+    assertEquals(user.files.map((f) => [f.path, f.before, f.mode]), [
+      [join(dirs.home, ".config", "Code", "User", "mcp.json"), undefined, 0o600],
+    ]);
+    assertEquals(parse(user.files[0].after), { servers: { "code-executor": SERVE_ENTRY } });
+
+    const project = await plan(dirs, "cursor-project");
+    assertEquals(project.files.map((f) => [f.path, f.mode]), [
+      [join(dirs.project, ".cursor", "mcp.json"), 0o644],
+    ]);
+    assertEquals(parse(project.files[0].after), {
+      mcpServers: { "code-executor": LAUNCH.serve },
+    });
+  });
+});
+
+Deno.test("planSetup() moves from VS Code's user file what only VS Code variables keep back", async () => {
+  await withDirs(async (dirs) => {
+    const path = await write(
+      join(dirs.home, ".config", "Code", "User", "mcp.json"),
+      `// user servers
+{
+  "servers": {
+    "fetch": { "type": "stdio", "command": "uvx", "args": ["mcp-server-fetch"] },
+    "files": { "command": "npx", "args": ["server-filesystem", "\${userHome}/notes"] },
+  },
+}
+`,
+    );
+    const planned = await plan(dirs, "vscode-user", { move: true });
+    assertEquals(planned.moving.map((s) => s.name), ["fetch"]);
+    assertEquals(planned.staying.map((s) => [s.name, s.reason]), [["files", "client-variable"]]);
+    assertMatch(planned.staying[0].message, /\$\{userHome\}, which only VS Code can fill in/);
+    const userFile = planned.files.find((f) => f.path === path);
+    assert(userFile, "VS Code's user file changes");
+    assert(userFile.after.startsWith("// user servers\n"), userFile.after);
+    assertEquals(Object.keys(parse(userFile.after).servers), ["code-executor", "files"]);
+  });
+});
+
 Deno.test("planSetup() edits the text on disk again, keeping what a client wrote since the scan", async () => {
   await withDirs(async (dirs) => {
     await write(join(dirs.home, ".claude.json"), CLAUDE);
@@ -316,7 +358,7 @@ Deno.test("defaultClient() picks the config with the most servers, Code Executor
     assertEquals(defaultClient(await scan(dirs)), undefined);
     await write(join(dirs.home, ".claude.json"), CLAUDE);
     await write(
-      join(dirs.project, ".mcp.json"),
+      join(dirs.project, ".cursor", "mcp.json"),
       `// the project's servers
 { "mcpServers": { "a": { "command": "a" }, "b": { "command": "b" }, "c": { "command": "c" } } }`,
     );
@@ -324,9 +366,9 @@ Deno.test("defaultClient() picks the config with the most servers, Code Executor
       join(dirs.home, ".config", "code-executor", "mcp.json"),
       `{ "mcpServers": { "1": { "command": "1" }, "2": { "command": "2" }, "3": { "command": "3" }, "4": { "command": "4" } } }`,
     );
-    assertEquals(defaultClient(await scan(dirs)), "project");
+    assertEquals(defaultClient(await scan(dirs)), "cursor-project");
     await write(join(dirs.home, ".cursor", "mcp.json"), "{ broken");
-    assertEquals(defaultClient(await scan(dirs)), "project");
+    assertEquals(defaultClient(await scan(dirs)), "cursor-project");
   });
 });
 

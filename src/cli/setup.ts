@@ -43,7 +43,7 @@ export interface SetupOptions {
   dryRun?: boolean;
   /** Environment for `HOME` and friends; defaults to the process's. */
   env?: Record<string, string>;
-  /** Project directory (`.mcp.json`, `.vscode/mcp.json`); defaults to the cwd. */
+  /** Project directory (`.mcp.json`, `.vscode/mcp.json`, `.cursor/mcp.json`); the cwd by default. */
   cwd?: string;
   /** Operating system whose locations and scheduler to use; defaults to `Deno.build.os`. */
   os?: typeof Deno.build.os;
@@ -203,7 +203,7 @@ export async function setup(options: SetupOptions, io: SetupIO): Promise<number>
   if (options.check !== false) await checkServers({ env, cwd, os }, io);
   io.write(
     wrote
-      ? `\nDone. Restart ${plan.target.client.label} so that it starts Code Executor.\n`
+      ? `\nDone. Restart ${plan.target.client.app} so that it starts Code Executor.\n`
       : "\nDone.\n",
   );
   return 0;

@@ -15,10 +15,12 @@ import {
   claudeCodeConfigPath,
   claudeDesktopConfigPath,
   cursorConfigPath,
+  cursorProjectConfigPath,
   homeDir,
   ownUpstreamConfigPath,
   projectConfigPath,
   vscodeProjectConfigPath,
+  vscodeUserConfigPath,
   windsurfConfigPath,
 } from "./paths.ts";
 import {
@@ -28,12 +30,18 @@ import {
   UpstreamConfigError,
 } from "./upstream.ts";
 
-/** A client `setup` can write the `code-executor` entry for. */
+/**
+ * A client config `setup` can write the `code-executor` entry into. `cursor` is Cursor's
+ * user-level file and `cursor-project` the project's; `vscode` is the project's file and
+ * `vscode-user` VS Code's user-level one; `project` is the project's `.mcp.json`.
+ */
 export type ClientId =
   | "claude-code"
   | "cursor"
+  | "cursor-project"
   | "claude-desktop"
   | "vscode"
+  | "vscode-user"
   | "project"
   | "windsurf";
 
@@ -42,7 +50,9 @@ export const CLIENT_IDS: readonly ClientId[] = [
   "claude-code",
   "claude-desktop",
   "cursor",
+  "cursor-project",
   "vscode",
+  "vscode-user",
   "windsurf",
   "project",
 ];
@@ -51,8 +61,10 @@ export const CLIENT_IDS: readonly ClientId[] = [
 export interface ClientConfig {
   /** The client, or `code-executor` for Code Executor's own upstream file. */
   id: ClientId | "code-executor";
-  /** A name for people. */
+  /** A name for people, telling the client's files apart. */
   label: string;
+  /** The application that reads the file, for messages (`VS Code` for both of its files). */
+  app: string;
   /** Absolute path of the file, which may not exist. */
   path: string;
   /** The key of the object of servers: `servers` for VS Code, `mcpServers` elsewhere. */
@@ -100,9 +112,9 @@ export interface ScannedConfig {
 export interface ClientConfigOptions {
   /** Environment with `HOME`, `APPDATA`, `XDG_CONFIG_HOME`; defaults to the process's. */
   env?: Record<string, string>;
-  /** The project directory (`.mcp.json`, `.vscode/mcp.json`); defaults to the cwd. */
+  /** The project directory (`.mcp.json`, `.vscode/mcp.json`, `.cursor/mcp.json`); the cwd. */
   cwd?: string;
-  /** Whose Claude Desktop location to use; defaults to `Deno.build.os`. */
+  /** Whose Claude Desktop and VS Code locations to use; defaults to `Deno.build.os`. */
   os?: typeof Deno.build.os;
 }
 
@@ -118,11 +130,24 @@ const LABELS: Record<ClientId | "code-executor", string> = {
   "claude-code": "Claude Code",
   "claude-desktop": "Claude Desktop",
   "cursor": "Cursor",
+  "cursor-project": "Cursor (project)",
   "vscode": "VS Code",
+  "vscode-user": "VS Code (user)",
   "windsurf": "Windsurf",
   "project": "Project .mcp.json",
   "code-executor": "Code Executor",
 };
+
+const APPS: Partial<Record<ClientId | "code-executor", string>> = {
+  "cursor-project": "Cursor",
+  "vscode-user": "VS Code",
+};
+
+const PROJECT_FILES: ReadonlySet<ClientId | "code-executor"> = new Set([
+  "cursor-project",
+  "vscode",
+  "project",
+]);
 
 /** Variables VS Code fills in itself; they mean nothing to Code Executor. */
 const VSCODE_VARIABLES = new Set([
@@ -159,7 +184,9 @@ export function clientConfigs(options: ClientConfigOptions = {}): ClientConfig[]
     "claude-code": claudeCodeConfigPath(env),
     "claude-desktop": claudeDesktopConfigPath(env, os),
     "cursor": cursorConfigPath(env),
+    "cursor-project": cursorProjectConfigPath(cwd),
     "vscode": vscodeProjectConfigPath(cwd),
+    "vscode-user": vscodeUserConfigPath(env, os),
     "windsurf": windsurfConfigPath(env),
     "project": projectConfigPath(cwd),
     "code-executor": ownUpstreamConfigPath(env),
@@ -167,9 +194,10 @@ export function clientConfigs(options: ClientConfigOptions = {}): ClientConfig[]
   return [...CLIENT_IDS, "code-executor" as const].map((id) => ({
     id,
     label: LABELS[id],
+    app: APPS[id] ?? LABELS[id],
     path: paths[id]!,
     key: serversKeyOf(id),
-    project: id === "project" || id === "vscode",
+    project: PROJECT_FILES.has(id),
   }));
 }
 
@@ -249,7 +277,8 @@ function isCompiled(): boolean {
 
 /**
  * Returns the `code-executor` entry for a client's config: a stdio server started with
- * `launch`. Claude Code and VS Code get an explicit `"type": "stdio"`, as their own tools write.
+ * `launch`. Claude Code and VS Code (both files) get an explicit `"type": "stdio"`, as their own
+ * tools write.
  *
  * @param client Which client.
  * @param launch How to start Code Executor.
@@ -259,7 +288,7 @@ export function selfEntry(
   client: ClientId,
   launch: LaunchCommand,
 ): Record<string, unknown> {
-  const typed = client === "claude-code" || client === "vscode";
+  const typed = client === "claude-code" || isVsCode(client);
   return {
     ...(typed ? { type: "stdio" } : {}),
     command: launch.command,
@@ -309,11 +338,11 @@ export function moveBlocker(server: ScannedServer, client: ClientConfig): MoveBl
     for (const match of value.matchAll(/\$\{([^}]*)\}/g)) {
       const inner = match[1];
       const foreign = /:(?!-)/.test(inner) ||
-        (client.id === "vscode" && VSCODE_VARIABLES.has(inner));
+        (isVsCode(client.id) && VSCODE_VARIABLES.has(inner));
       if (foreign) {
         return {
           reason: "client-variable",
-          message: `"${key}" uses \${${inner}}, which only ${client.label} can fill in`,
+          message: `"${key}" uses \${${inner}}, which only ${client.app} can fill in`,
         };
       }
     }
@@ -332,6 +361,10 @@ export function moveBlocker(server: ScannedServer, client: ClientConfig): MoveBl
     }
   }
   return undefined;
+}
+
+function isVsCode(id: ClientId | "code-executor"): boolean {
+  return id === "vscode" || id === "vscode-user";
 }
 
 function unsetVariables(raw: unknown, env: Record<string, string>): string[] {

@@ -4,11 +4,11 @@
  *
  * Sources are merged by server name, later sources winning (the whole entry is replaced):
  * Claude Desktop, `~/.claude.json` (top level, then the current project), `~/.cursor/mcp.json`,
- * the project's `.mcp.json`, Code Executor's own `~/.config/code-executor/mcp.json` (where
- * `setup --move` puts the servers it takes out of a client), `MCP_CONFIG_PATH`, then each
- * `--config PATH`. One unusable entry never affects the others: it is reported in
- * {@linkcode UpstreamConfig.broken} with a message that names the file, the server and the key.
- * Where each file is comes from `paths.ts`.
+ * the project's `.cursor/mcp.json`, the project's `.mcp.json`, Code Executor's own
+ * `~/.config/code-executor/mcp.json` (where `setup --move` puts the servers it takes out of a
+ * client), `MCP_CONFIG_PATH`, then each `--config PATH`. One unusable entry never affects the
+ * others: it is reported in {@linkcode UpstreamConfig.broken} with a message that names the
+ * file, the server and the key. Where each file is comes from `paths.ts`.
  *
  * @module
  */
@@ -19,6 +19,7 @@ import {
   claudeCodeConfigPath,
   claudeDesktopConfigPath,
   cursorConfigPath,
+  cursorProjectConfigPath,
   ownUpstreamConfigPath,
   projectConfigPath,
 } from "./paths.ts";
@@ -72,16 +73,21 @@ export interface SkippedServer {
 }
 
 /**
- * Which client or option a config file belongs to: `code-executor` is Code Executor's own
- * upstream file, `env` is `MCP_CONFIG_PATH` and `cli` a `--config PATH`. `vscode` and
- * `windsurf` files are read by `setup` only, not by discovery.
+ * Which client or option a config file belongs to: `cursor` is Cursor's user-level file and
+ * `cursor-project` the project's `.cursor/mcp.json`; `vscode` is the project's `.vscode/mcp.json`
+ * and `vscode-user` VS Code's user-level file; `project` is the project's `.mcp.json`;
+ * `code-executor` is Code Executor's own upstream file, `env` is `MCP_CONFIG_PATH` and `cli` a
+ * `--config PATH`. `vscode`, `vscode-user` and `windsurf` files are read by `setup` only, not by
+ * discovery.
  */
 export type ConfigKind =
   | "claude-desktop"
   | "claude-code"
   | "cursor"
+  | "cursor-project"
   | "project"
   | "vscode"
+  | "vscode-user"
   | "windsurf"
   | "code-executor"
   | "env"
@@ -289,9 +295,11 @@ interface EntryContext {
 
 /**
  * Returns the config files that discovery reads by default, lowest precedence first: Claude
- * Desktop (the location for `os`), `~/.claude.json`, `~/.cursor/mcp.json`, the project's
- * `.mcp.json` and Code Executor's own upstream file. A path is left out when the variables it
- * needs (`HOME`, `APPDATA`) are not set.
+ * Desktop (the location for `os`), `~/.claude.json`, Cursor's `~/.cursor/mcp.json` then the
+ * project's `.cursor/mcp.json` (Cursor lets the project's file win), the project's `.mcp.json`
+ * and Code Executor's own upstream file. A path is left out when the variables it needs (`HOME`,
+ * `APPDATA`) are not set. VS Code's and Windsurf's files are not read: `setup` scans them, but
+ * their entries may use variables that only those clients fill in.
  *
  * @param env The environment to read `HOME`, `USERPROFILE`, `APPDATA` and `XDG_CONFIG_HOME` from.
  * @param options The project directory and the operating system whose locations to use.
@@ -305,6 +313,7 @@ export function defaultConfigFiles(
     ["claude-desktop", claudeDesktopConfigPath(env, options.os)],
     ["claude-code", claudeCodeConfigPath(env)],
     ["cursor", cursorConfigPath(env)],
+    ["cursor-project", cursorProjectConfigPath(options.cwd)],
     ["project", projectConfigPath(options.cwd)],
     ["code-executor", ownUpstreamConfigPath(env)],
   ];
@@ -313,13 +322,13 @@ export function defaultConfigFiles(
 
 /**
  * Returns the key of the object of servers in a client's config file: `servers` in VS Code's
- * file, `mcpServers` in everyone else's.
+ * files, `mcpServers` in everyone else's.
  *
  * @param kind Which client the file belongs to.
  * @returns The key.
  */
 export function serversKeyOf(kind: ConfigKind): "mcpServers" | "servers" {
-  return kind === "vscode" ? "servers" : "mcpServers";
+  return kind === "vscode" || kind === "vscode-user" ? "servers" : "mcpServers";
 }
 
 function candidateFiles(
