@@ -322,6 +322,29 @@ Deno.test("planSetup() moves from VS Code's user file what only VS Code variable
   });
 });
 
+Deno.test("planSetup() keeps Cursor servers that use ${workspaceFolder}, which only Cursor fills in", async () => {
+  await withDirs(async (dirs) => {
+    await write(
+      join(dirs.project, ".cursor", "mcp.json"),
+      `{
+  "mcpServers": {
+    "local": { "command": "node", "args": ["\${workspaceFolder}/tools/mcp.js"] },
+    "home": { "command": "\${userHome}/bin/mcp" },
+    "fetch": { "command": "uvx", "args": ["mcp-server-fetch"] },
+  },
+}
+`,
+    );
+    const planned = await plan(dirs, "cursor-project", { move: true });
+    assertEquals(planned.moving.map((s) => s.name), ["fetch"]);
+    assertEquals(planned.staying.map((s) => [s.name, s.reason]), [
+      ["local", "client-variable"],
+      ["home", "client-variable"],
+    ]);
+    assertMatch(planned.staying[0].message, /\$\{workspaceFolder\}, which only Cursor can fill in/);
+  });
+});
+
 Deno.test("planSetup() edits the text on disk again, keeping what a client wrote since the scan", async () => {
   await withDirs(async (dirs) => {
     await write(join(dirs.home, ".claude.json"), CLAUDE);

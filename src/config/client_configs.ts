@@ -150,7 +150,7 @@ const PROJECT_FILES: ReadonlySet<ClientId | "code-executor"> = new Set([
 ]);
 
 /** Variables VS Code fills in itself; they mean nothing to Code Executor. */
-const VSCODE_VARIABLES = new Set([
+const VSCODE_VARIABLES: ReadonlySet<string> = new Set([
   "userHome",
   "workspaceFolder",
   "workspaceFolderBasename",
@@ -161,6 +161,26 @@ const VSCODE_VARIABLES = new Set([
   "fileDirname",
   "execPath",
 ]);
+
+/**
+ * Variables Cursor fills in itself in both of its files (its docs: "Config interpolation"). A
+ * project's `.cursor/mcp.json` often points at `${workspaceFolder}`, which means nothing once the
+ * entry has moved to a user-level file.
+ */
+const CURSOR_VARIABLES: ReadonlySet<string> = new Set([
+  "userHome",
+  "workspaceFolder",
+  "workspaceFolderBasename",
+  "pathSeparator",
+  "/",
+]);
+
+const CLIENT_VARIABLES: Partial<Record<ClientId | "code-executor", ReadonlySet<string>>> = {
+  "vscode": VSCODE_VARIABLES,
+  "vscode-user": VSCODE_VARIABLES,
+  "cursor": CURSOR_VARIABLES,
+  "cursor-project": CURSOR_VARIABLES,
+};
 
 /**
  * Lists every client config file `setup` knows, plus Code Executor's own upstream file (last).
@@ -322,7 +342,7 @@ export interface MoveBlocker {
  * when it may. It must not when it holds a literal secret (an API key, a token, a password:
  * whatever the audit log's redactor would hide) outside a `${VAR}` reference, because moving
  * would copy the secret into a new file; nor when it uses variables only the client can fill in
- * (VS Code's `${input:…}`, `${workspaceFolder}`, …).
+ * (VS Code's `${input:…}`, `${workspaceFolder}` in VS Code and Cursor, …).
  *
  * @param server The entry.
  * @param client The client it is in.
@@ -338,7 +358,7 @@ export function moveBlocker(server: ScannedServer, client: ClientConfig): MoveBl
     for (const match of value.matchAll(/\$\{([^}]*)\}/g)) {
       const inner = match[1];
       const foreign = /:(?!-)/.test(inner) ||
-        (isVsCode(client.id) && VSCODE_VARIABLES.has(inner));
+        CLIENT_VARIABLES[client.id]?.has(inner) === true;
       if (foreign) {
         return {
           reason: "client-variable",
@@ -363,7 +383,7 @@ export function moveBlocker(server: ScannedServer, client: ClientConfig): MoveBl
   return undefined;
 }
 
-function isVsCode(id: ClientId | "code-executor"): boolean {
+function isVsCode(id: ClientId): boolean {
   return id === "vscode" || id === "vscode-user";
 }
 
