@@ -20,6 +20,7 @@ import {
 } from "../config/paths.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { openHub } from "../upstream/hub.ts";
+import { plural } from "../_util.ts";
 import { generateWrappers } from "./wrappers.ts";
 
 /** Options of {@linkcode sync}. */
@@ -87,7 +88,7 @@ export async function sync(options: SyncOptions = {}): Promise<SyncReport> {
   try {
     if (names.length > 0) {
       progress(
-        `Connecting to ${names.length} server${names.length === 1 ? "" : "s"}: ${names.join(", ")}`,
+        `Connecting to ${plural(names.length, "server")}: ${names.join(", ")}`,
       );
     }
     let done = 0;

@@ -6,6 +6,7 @@
  */
 import { dirname } from "node:path";
 import type { Logger } from "../log.ts";
+import { isPlainObject } from "../_util.ts";
 
 /** Where and how the audit log is written. */
 export interface AuditLogOptions {
@@ -67,7 +68,7 @@ export function redactText(text: string): string {
 export function redact<T>(value: T): T {
   if (typeof value === "string") return redactText(value) as T;
   if (Array.isArray(value)) return value.map((v) => redact(v)) as T;
-  if (value && typeof value === "object") {
+  if (isPlainObject(value)) {
     return Object.fromEntries(
       Object.entries(value).map(([k, v]) => [redactText(k), redact(v)]),
     ) as T;
