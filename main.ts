@@ -41,14 +41,17 @@ Options:
   --json          For run: print the whole result as JSON
 
 Setup options:
-  --client ID     claude-code, claude-desktop, cursor, vscode, windsurf or project (.mcp.json)
+  --client ID     claude-code, claude-desktop, cursor (~/.cursor/mcp.json), cursor-project
+                  (.cursor/mcp.json), vscode (.vscode/mcp.json), vscode-user (VS Code's user
+                  mcp.json), windsurf or project (.mcp.json)
   --move          Move the client's other servers into ~/.config/code-executor/mcp.json
   --sync          Install a daily sync (systemd user timer, launchd agent or Task Scheduler)
   --yes, -y       No questions: the defaults and the flags decide
   --dry-run       Print the changes as diffs and write nothing
   --no-check      Do not connect to the servers afterwards
   --no-enable     Write the daily sync's files but do not run systemctl/launchctl
-  --project DIR   The project for .mcp.json and .vscode/mcp.json (default: the current directory)
+  --project DIR   The project for .mcp.json, .vscode/mcp.json and .cursor/mcp.json (default: the
+                  current directory)
 
 Settings come from ~/.config/code-executor/config.jsonc, ./.code-executor.jsonc and
 $CODE_EXECUTOR_CONFIG, then environment variables; see README.md.

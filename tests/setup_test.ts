@@ -484,6 +484,166 @@ Deno.test("setup --move round-trips: the moved servers are callable through Code
   });
 });
 
+/** The client configs setup scans besides the original four: each with a server that moves. */
+const MORE_CLIENTS = [
+  {
+    id: "vscode-user",
+    label: "VS Code (user)",
+    app: "VS Code",
+    key: "servers",
+    typed: true,
+    path: (dirs: Dirs) => join(dirs.home, ".config", "Code", "User", "mcp.json"),
+    mode: 0o600,
+    text: (memoryFile: string) =>
+      `// VS Code: user-level MCP servers
+{
+  "inputs": [
+    { "type": "promptString", "id": "search-key", "description": "Search API key", "password": true },
+  ],
+  "servers": {
+    "memory": {
+      "type": "stdio",
+      "command": ${JSON.stringify(DENO)},
+      "args": ["run", "-A", "${MEMORY}"],
+      "env": { "MEMORY_FILE_PATH": ${JSON.stringify(memoryFile)} }, // where the graph lives
+    },
+    "search": {
+      "type": "http",
+      "url": "https://search.example.com/mcp",
+      "headers": { "Authorization": "Bearer \${input:search-key}" },
+    },
+  },
+  "chat.mcp.discovery.enabled": false,
+}
+`,
+    stays:
+      /not moving "search": "headers\.Authorization" uses \$\{input:search-key\}, which only VS Code can fill in/,
+  },
+  {
+    id: "cursor-project",
+    label: "Cursor (project)",
+    app: "Cursor",
+    key: "mcpServers",
+    typed: false,
+    path: (dirs: Dirs) => join(dirs.project, ".cursor", "mcp.json"),
+    mode: 0o644,
+    text: (memoryFile: string) =>
+      `{
+  // Cursor: this project's servers
+  "mcpServers": {
+    "memory": {
+      "command": ${JSON.stringify(DENO)},
+      "args": ["run", "-A", "${MEMORY}"],
+      "env": { "MEMORY_FILE_PATH": ${JSON.stringify(memoryFile)} },
+    },
+    /* Cursor's own variable syntax */
+    "docs": { "command": "/nonexistent/docs-mcp", "args": ["--token", "\${env:DOCS_TOKEN}"] },
+  },
+  "projectNotes": "kept as is",
+}
+`,
+    stays:
+      /not moving "docs": "args\[1\]" uses \$\{env:DOCS_TOKEN\}, which only Cursor can fill in/,
+  },
+] as const;
+
+for (const client of MORE_CLIENTS) {
+  Deno.test(`setup --client ${client.id} --move round-trips and keeps the file's comments and keys`, async () => {
+    await withHome(async (dirs) => {
+      const file = await write(
+        client.path(dirs),
+        client.text(join(dirs.root, "memory.jsonl")),
+        client.mode,
+      );
+      const original = await Deno.readTextFile(file);
+      const before = await snapshot(dirs.root);
+
+      // The scan lists the file and its servers; a dry run writes nothing.
+      const dry = await runSetup(dirs, ["--dry-run", "--client", client.id, "--move"]);
+      assertEquals(dry.code, 0, describe(dry));
+      assertMatch(
+        dry.stdout,
+        new RegExp(`^  ${escape(client.label)} +\\S*mcp\\.json: 2 servers: memory, \\w+$`, "m"),
+      );
+      assertMatch(dry.stdout, /^ {2}move "memory" to ~\/\.config\/code-executor\/mcp\.json$/m);
+      assertEquals(await snapshot(dirs.root), before);
+
+      // The real run moves memory, and its check reaches memory behind Code Executor.
+      const first = await runSetup(dirs, ["--yes", "--client", client.id, "--move"]);
+      assertEquals(first.code, 0, describe(first));
+      assertMatch(first.stdout, client.stays);
+      assertMatch(first.stdout, /ok {6}memory: \d+ tools/);
+      assertMatch(first.stdout, new RegExp(`Done\\. Restart ${client.app} so that`));
+      const text = await Deno.readTextFile(file);
+      const parsed = parse(text);
+      const servers = parsed[client.key] as Record<string, unknown>;
+      assertEquals(Object.keys(servers).sort(), [
+        "code-executor",
+        client.id === "vscode-user" ? "search" : "docs",
+      ]);
+      assertEquals(servers["code-executor"], client.typed ? { type: "stdio", ...SERVE } : SERVE);
+      // Everything but the two entries means what it meant, comments and unknown keys included.
+      const expected = parse(original);
+      const expectedServers = expected[client.key] as Record<string, unknown>;
+      delete expectedServers.memory;
+      expectedServers["code-executor"] = servers["code-executor"];
+      assertEquals(parsed, expected);
+      for (const comment of comments(original)) {
+        if (comment.includes("where the graph lives")) continue; // it went with its entry
+        assert(text.includes(comment), `comment lost: ${comment}\n${text}`);
+      }
+      assertEquals((await Deno.stat(file)).mode! & 0o777, client.mode);
+      const own = parse(
+        await Deno.readTextFile(join(dirs.home, ".config", "code-executor", "mcp.json")),
+      );
+      assertEquals(
+        (own.mcpServers as Record<string, unknown>).memory,
+        (parse(original)[client.key] as Record<string, unknown>).memory,
+      );
+      const after = await snapshot(dirs.root);
+      assertEquals(backupsOf(after, relative(dirs.root, file)).length, 1);
+
+      const second = await runSetup(dirs, ["--yes", "--client", client.id, "--move", "--no-check"]);
+      assertEquals(second.code, 0, describe(second));
+      assertMatch(second.stdout, /Nothing to change/);
+    });
+  });
+}
+
+Deno.test("setup picks the project's .cursor/mcp.json by default, and sync reads it too", async () => {
+  await withHome(async (dirs) => {
+    await write(
+      join(dirs.project, ".cursor", "mcp.json"),
+      `{ "mcpServers": { "memory": { "command": ${
+        JSON.stringify(DENO)
+      }, "args": ["run", "-A", "${MEMORY}"], "env": { "MEMORY_FILE_PATH": ${
+        JSON.stringify(join(dirs.root, "memory.jsonl"))
+      } } } } }`,
+    );
+    // Without --client, the one config with servers is the default.
+    const outcome = await runSetup(dirs, ["--yes", "--no-check"]);
+    assertEquals(outcome.code, 0, describe(outcome));
+    assertMatch(
+      outcome.stdout,
+      /^Client: Cursor \(project\) \(.*\/project\/\.cursor\/mcp\.json\)$/m,
+    );
+    assertMatch(outcome.stdout, /keep "memory" in .*\.cursor\/mcp\.json \(move them with --move\)/);
+    // Discovery, which serve and sync share, reads the project's Cursor file like Cursor does.
+    const synced = await new Deno.Command(DENO, {
+      args: ["run", "-A", MAIN, "sync", "--no-wrappers"],
+      cwd: dirs.project,
+      env: childEnv(dirs),
+      clearEnv: true,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const syncOut = new TextDecoder().decode(synced.stdout);
+    assertEquals(synced.code, 0, syncOut + new TextDecoder().decode(synced.stderr));
+    assertMatch(syncOut, /^Synced 1 of 1 servers?: memory \(\d+ tools\)$/m);
+  });
+});
+
 Deno.test("setup --sync --no-enable writes the systemd units once and says how to start them", async () => {
   await withHome(async (dirs) => {
     await seed(dirs);

@@ -41,6 +41,7 @@ function paths(dirs: Dirs) {
     desktop: join(dirs.home, ".config", "Claude", "claude_desktop_config.json"),
     claude: join(dirs.home, ".claude.json"),
     cursor: join(dirs.home, ".cursor", "mcp.json"),
+    cursorProject: join(dirs.project, ".cursor", "mcp.json"),
     project: join(dirs.project, ".mcp.json"),
     own: join(dirs.home, ".config", "code-executor", "mcp.json"),
     envFile: join(dirs.root, "env-config.jsonc"),
@@ -117,6 +118,12 @@ Deno.test("discoverUpstreams() lets later sources win by server name", async () 
       } } }`,
     );
     await write(
+      p.cursorProject,
+      `{ "mcpServers": { "shared": ${stdio("from-cursor-project")}, "cursor-project-only": ${
+        stdio("cursor-project-only")
+      } } }`,
+    );
+    await write(
       p.project,
       `{ "mcpServers": { "shared": ${stdio("from-project")}, "project-only": ${
         stdio("project-only")
@@ -151,6 +158,7 @@ Deno.test("discoverUpstreams() lets later sources win by server name", async () 
       [p.envFile, "from-env"],
       [p.own, "from-own"],
       [p.project, "from-project"],
+      [p.cursorProject, "from-cursor-project"],
       [p.cursor, "from-cursor"],
       [p.claude, "from-claude"],
       [p.desktop, "from-desktop"],
@@ -165,6 +173,7 @@ Deno.test("discoverUpstreams() lets later sources win by server name", async () 
       "cli-1-only",
       "cli-2-only",
       "cursor-only",
+      "cursor-project-only",
       "desktop-only",
       "env-only",
       "own-only",
@@ -177,6 +186,7 @@ Deno.test("discoverUpstreams() lets later sources win by server name", async () 
         ["claude-desktop", p.desktop, true, 2],
         ["claude-code", p.claude, true, 2],
         ["cursor", p.cursor, true, 2],
+        ["cursor-project", p.cursorProject, true, 2],
         ["project", p.project, true, 2],
         ["code-executor", p.own, true, 2],
         ["env", p.envFile, true, 2],
@@ -201,7 +211,7 @@ Deno.test("discoverUpstreams() lets later sources win by server name", async () 
     assertEquals(none.servers, []);
     assertEquals(
       none.sources.map((s) => s.found),
-      [false, false, false, false, false, true, true, true],
+      [false, false, false, false, false, false, true, true, true],
     );
   });
 });
@@ -546,6 +556,28 @@ Deno.test("discoverUpstreams() reads Claude Desktop's config where each OS keeps
   });
 });
 
+Deno.test("discoverUpstreams() leaves VS Code's and Windsurf's files to setup", async () => {
+  await withDirs(async (dirs) => {
+    const servers = (name: string) => JSON.stringify({ servers: { [name]: { command: name } } });
+    await write(join(dirs.home, ".config", "Code", "User", "mcp.json"), servers("vscode-user"));
+    await write(join(dirs.project, ".vscode", "mcp.json"), servers("vscode-project"));
+    await write(
+      join(dirs.home, ".codeium", "windsurf", "mcp_config.json"),
+      JSON.stringify({ mcpServers: { windsurf: { command: "w" } } }),
+    );
+    await write(
+      paths(dirs).cursorProject,
+      '{ "mcpServers": { "cursor-project": { "command": "c" } } }',
+    );
+    const config = await discover(dirs);
+    assertEquals(config.servers.map((s) => s.name), ["cursor-project"]);
+    assertEquals(
+      config.sources.map((s) => s.kind),
+      ["claude-desktop", "claude-code", "cursor", "cursor-project", "project", "code-executor"],
+    );
+  });
+});
+
 Deno.test("discoverUpstreams() records a malformed client file and still uses the others", async () => {
   await withDirs(async (dirs) => {
     const p = paths(dirs);
@@ -555,8 +587,9 @@ Deno.test("discoverUpstreams() records a malformed client file and still uses th
     await write(p.project, '[{ "mcpServers": {} }]');
     const config = await discover(dirs);
     assertEquals(config.servers.map((s) => s.name), ["desk"]);
-    const [desktop, claude, cursor, project] = config.sources;
+    const [desktop, claude, cursor, cursorProject, project] = config.sources;
     assertEquals([desktop.found, desktop.servers, desktop.error], [true, 1, undefined]);
+    assertEquals([cursorProject.kind, cursorProject.found], ["cursor-project", false]);
     assertEquals([claude.found, claude.servers], [true, 0]);
     assertMatch(claude.error ?? "", new RegExp(`^Cannot parse ${escapeRegExp(p.claude)}: `));
     assertEquals(
@@ -786,7 +819,7 @@ Deno.test("discoverUpstreams() takes HOME from USERPROFILE and copes without eit
 
     const homeless = await discoverUpstreams({ env: {}, cwd: dirs.project, os: "linux" });
     assertEquals(homeless.servers.map((s) => s.name), ["project"]);
-    assertEquals(homeless.sources.map((s) => s.kind), ["project"]);
+    assertEquals(homeless.sources.map((s) => s.kind), ["cursor-project", "project"]);
   });
 });
 

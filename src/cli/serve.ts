@@ -6,13 +6,13 @@
 import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import { loadSettings } from "../config/settings.ts";
 import { discoverUpstreams } from "../config/upstream.ts";
-import { cacheDir } from "../config/paths.ts";
+import { cacheDir, defaultAuditPath } from "../config/paths.ts";
 import { Executor } from "../exec/executor.ts";
 import { createLogger, flushLogs } from "../log.ts";
 import { type CodeExecutorServer, createServer } from "../server/server.ts";
 import { LineStdioServerTransport } from "../server/stdio_transport.ts";
 import { openHub } from "../upstream/hub.ts";
-import { AuditLog, defaultAuditPath } from "../policy/audit.ts";
+import { AuditLog } from "../policy/audit.ts";
 
 /** Options of {@linkcode serve}. */
 export interface ServeOptions {
@@ -61,7 +61,7 @@ export async function serve(options: ServeOptions): Promise<void> {
   });
   const audit = settings.audit.enabled
     ? new AuditLog({
-      path: settings.audit.path ?? defaultAuditPath(Deno.env.toObject()),
+      path: settings.audit.path ?? defaultAuditPath(),
       maxBytes: settings.audit.maxBytes,
       maxFiles: settings.audit.maxFiles,
       log,

@@ -3,8 +3,10 @@
  * in one client's config, optionally move them behind it, offer a daily sync, and check that
  * they answer.
  *
- * Every write is preceded by a timestamped backup of the file it changes, is atomic, and edits
- * the JSONC text in place (comments and formatting stay). Running it again changes nothing.
+ * What changes is decided by {@linkcode planSetup} (`setup_plan.ts`), which asks nothing and
+ * writes nothing; this module asks the questions, shows the plan and writes it. Every write is
+ * preceded by a timestamped backup of the file it changes, is atomic, and edits the JSONC text
+ * in place (comments and formatting stay). Running it again changes nothing.
  *
  * @module
  */
@@ -13,19 +15,17 @@ import {
   CLIENT_IDS,
   clientConfigs,
   type ClientId,
-  moveBlocker,
   scanClientConfig,
   type ScannedConfig,
-  type ScannedServer,
-  selfEntry,
-  selfLaunchCommand,
 } from "../config/client_configs.ts";
-import { removeProperty, setProperty } from "../config/jsonc_edit.ts";
+import { tildePath } from "../config/paths.ts";
 import { backupFile, writeFileAtomic } from "../config/safe_write.ts";
-import { unifiedDiff } from "../config/text_diff.ts";
 import { discoverUpstreams } from "../config/upstream.ts";
-import { canonicalJson, isPlainObject, plural } from "../_util.ts";
-import { dailySyncPlan, shellLine, sync } from "./sync.ts";
+import { plural } from "../_util.ts";
+import { type Ask, confirm, LinePrompter } from "./setup_prompt.ts";
+import { defaultClient, planSetup } from "./setup_plan.ts";
+import { formatDiffs, formatPlan, formatScans, type ShowPath } from "./setup_report.ts";
+import { type DailySyncPlan, shellLine, sync } from "./sync.ts";
 
 /** Options of {@linkcode setup}. */
 export interface SetupOptions {
@@ -43,7 +43,7 @@ export interface SetupOptions {
   dryRun?: boolean;
   /** Environment for `HOME` and friends; defaults to the process's. */
   env?: Record<string, string>;
-  /** Project directory (`.mcp.json`, `.vscode/mcp.json`); defaults to the cwd. */
+  /** Project directory (`.mcp.json`, `.vscode/mcp.json`, `.cursor/mcp.json`); the cwd by default. */
   cwd?: string;
   /** Operating system whose locations and scheduler to use; defaults to `Deno.build.os`. */
   os?: typeof Deno.build.os;
@@ -56,27 +56,15 @@ export interface SetupIO {
   /** Writes progress text (stderr). */
   progress(text: string): void;
   /** Asks a question and returns the answer line; absent when not interactive. */
-  ask?(question: string): Promise<string>;
+  ask?: Ask;
 }
 
-/** A planned change of one file. */
-interface FileChange {
+/** A change of one file: the path, the mode of a new file, and the edit to make. */
+interface FileEdit {
   path: string;
-  /** The text now, undefined for a new file. */
-  before: string | undefined;
-  /** Computes the new text from the current one (applied again to a fresh read before writing). */
-  edit: (text: string | undefined) => string;
-  /** Mode of a new file. */
   mode: number;
+  edit: (text: string | undefined) => string;
 }
-
-const OWN_TEMPLATE =
-  `// MCP servers that Code Executor connects to (code-executor setup moves servers here).
-// Same format as a client's config; \${VAR} references are expanded when Code Executor starts.
-{
-  "mcpServers": {}
-}
-`;
 
 /**
  * The `setup` command line. Interactive on a terminal; with `--yes`, or without a terminal and
@@ -144,7 +132,8 @@ export async function setupCommand(args: string[]): Promise<number> {
  *
  * @param options What to do, and where.
  * @param io Output and questions.
- * @returns The exit code: 0 on success (also when there was nothing to change).
+ * @returns The exit code: 0 on success (also when there was nothing to change), 1 when the
+ *   person declined to write the changes.
  * @throws {TypeError} When no client is given and no client config exists, or the chosen
  *   client's config cannot be parsed.
  */
@@ -152,145 +141,38 @@ export async function setup(options: SetupOptions, io: SetupIO): Promise<number>
   const env = options.env ?? Deno.env.toObject();
   const cwd = options.cwd ?? Deno.cwd();
   const os = options.os ?? Deno.build.os;
-  const home = env.HOME || env.USERPROFILE || "";
-  const show = (path: string) =>
-    home && (path === home || path.startsWith(home + "/")) ? "~" + path.slice(home.length) : path;
+  const show = (path: string) => tildePath(path, env);
   const ask = io.ask;
   const dryRun = options.dryRun === true;
 
-  const configs = clientConfigs({ env, cwd, os });
-  const scans = await Promise.all(configs.map((c) => scanClientConfig(c, { env, cwd })));
-  const own = scans.find((s) => s.client.id === "code-executor")!;
-  const clients = scans.filter((s) => s.client.id !== "code-executor");
-
+  const scans = await Promise.all(
+    clientConfigs({ env, cwd, os }).map((c) => scanClientConfig(c, { env, cwd })),
+  );
   io.write(
     `${dryRun ? "Code Executor setup (dry run: nothing is written)" : "Code Executor setup"}\n\n`,
   );
-  io.write("MCP client configs:\n");
-  const width = Math.max(...scans.map((s) => s.client.label.length));
-  for (const scan of scans) {
-    io.write(
-      `  ${scan.client.label.padEnd(width)}  ${show(scan.client.path)}: ${describeScan(scan)}\n`,
+  io.write(formatScans(scans, show));
+
+  const client = await chooseClient(scans, options.client, io, show);
+  const answers = { client, move: options.move, installSync: options.installSync, env, os };
+  let plan = planSetup(scans, answers);
+  io.write(`\nClient: ${plan.target.client.label} (${show(plan.target.client.path)})\n`);
+  if (options.move === undefined && plan.kept.length > 0 && ask) {
+    const names = plan.kept.map((s) => s.name).join(", ");
+    const move = await confirm(
+      ask,
+      `Move ${plural(plan.kept.length, "server")} (${names}) out of ${
+        show(plan.target.client.path)
+      } and behind Code Executor (into ${show(plan.own.client.path)})?`,
+      true,
     );
+    plan = planSetup(scans, { ...answers, move });
   }
-
-  const chosen = await chooseClient(clients, options.client, ask, io, show);
-  const target = clients.find((s) => s.client.id === chosen)!;
-  if (target.error) {
-    throw new TypeError(
-      `Cannot set up ${target.client.label}: ${target.error}; fix the file first`,
-    );
-  }
-  io.write(`\nClient: ${target.client.label} (${show(target.client.path)})\n`);
-
-  const launch = selfLaunchCommand("serve");
-  const desired = selfEntry(chosen, launch);
-  const selfName = target.servers.find((s) => s.state === "self")?.name ?? "code-executor";
-  const existing = target.servers.find((s) => s.name === selfName)?.raw;
-  const entryEdits = entryChanges(existing, desired);
-
-  // Which servers could move, and why the others cannot.
-  const ownEntries = new Map(own.servers.map((s) => [s.name, s.raw]));
-  const candidates: ScannedServer[] = [];
-  const blocked: Array<[string, string]> = [];
-  for (const server of target.servers) {
-    if (server.state === "self") continue;
-    let reason = own.error
-      ? `${show(own.client.path)} cannot be read (${own.error}); fix it first`
-      : moveBlocker(server, target.client);
-    if (
-      !reason && ownEntries.has(server.name) && !sameJson(ownEntries.get(server.name), server.raw)
-    ) {
-      reason = `${show(own.client.path)} already has a different "${server.name}"`;
-    }
-    if (reason) blocked.push([server.name, reason]);
-    else candidates.push(server);
-  }
-  let move = options.move;
-  if (candidates.length === 0) move = false;
-  else if (move === undefined) {
-    move = ask
-      ? await confirm(
-        ask,
-        `Move ${plural(candidates.length, "server")} (${
-          candidates.map((s) => s.name).join(", ")
-        }) ` +
-          `out of ${show(target.client.path)} and behind Code Executor (into ${
-            show(own.client.path)
-          })?`,
-        true,
-      )
-      : false;
-  }
-  const moving = move ? candidates : [];
-
-  const changes: FileChange[] = [];
-  if (moving.length > 0) {
-    changes.push({
-      path: own.client.path,
-      before: own.text,
-      mode: 0o600,
-      edit: (text) => {
-        let out = text ?? OWN_TEMPLATE;
-        // Each insertion goes first in its object: insert in reverse to keep the client's order.
-        for (const server of [...moving].reverse()) {
-          if (ownEntries.has(server.name)) continue;
-          out = setProperty(out, ["mcpServers", server.name], server.raw);
-        }
-        return out;
-      },
-    });
-  }
-  changes.push({
-    path: target.client.path,
-    before: target.text,
-    mode: target.client.project ? 0o644 : 0o600,
-    edit: (text) => {
-      let out = text ?? "{}\n";
-      for (const [path, value] of entryEdits) {
-        out = setProperty(out, [target.client.key, selfName, ...path], value);
-      }
-      for (const server of moving) out = removeProperty(out, [...server.section, server.name]);
-      return out;
-    },
-  });
-  const pending = changes.filter((c) => c.edit(c.before) !== c.before);
-
-  io.write("\nPlan:\n");
-  if (entryEdits.length === 0) {
-    io.write(`  "${selfName}" is already in ${show(target.client.path)}\n`);
-  } else {
-    io.write(
-      `  ${existing === undefined ? "add" : "update"} "${selfName}" ${
-        existing === undefined ? "to" : "in"
-      } ${show(target.client.path)}: ${shellLine([launch.command, ...launch.args])}\n`,
-    );
-  }
-  for (const server of moving) {
-    io.write(`  move "${server.name}" to ${show(own.client.path)}\n`);
-  }
-  if (!move && candidates.length > 0) {
-    io.write(
-      `  keep ${candidates.map((s) => `"${s.name}"`).join(", ")} in ${
-        show(target.client.path)
-      } (move them with --move)\n`,
-    );
-  }
-  for (const [name, reason] of blocked) io.write(`  not moving "${name}": ${reason}\n`);
-
-  const showDiffs = dryRun || ask !== undefined;
-  if (showDiffs && pending.length > 0) {
-    io.write("\n");
-    for (const change of pending) {
-      io.write(unifiedDiff(change.before ?? "", change.edit(change.before), {
-        fromName: change.before === undefined ? "/dev/null" : show(change.path),
-        toName: show(change.path),
-      }));
-    }
-  }
+  io.write(formatPlan(plan, show));
+  if (dryRun || ask !== undefined) io.write(formatDiffs(plan, show));
 
   let wrote = false;
-  if (pending.length === 0) {
+  if (plan.files.length === 0) {
     io.write(`\nNothing to change in the client configs.\n`);
   } else if (!dryRun) {
     const go = ask ? await confirm(ask, "Write these changes?", true) : true;
@@ -299,104 +181,62 @@ export async function setup(options: SetupOptions, io: SetupIO): Promise<number>
       return 1;
     }
     io.write("\n");
-    for (const change of pending) await applyChange(change, io, show);
+    for (const file of plan.files) await applyChange(file, io, show);
     wrote = true;
   }
 
-  // The daily sync.
-  const plan = dailySyncPlan(os, { launch: selfLaunchCommand("sync"), env });
   let install = options.installSync;
   if (install === undefined) {
     install = ask
-      ? await confirm(ask, `Install a daily \`sync\` (${plan.description})?`, false)
+      ? await confirm(ask, `Install a daily \`sync\` (${plan.sync.description})?`, false)
       : false;
   }
-  if (install) {
-    const scheduleChanges: FileChange[] = plan.files.map((file) => ({
-      path: file.path,
-      before: readTextOrUndefined(file.path),
-      mode: 0o644,
-      edit: () => file.text,
-    }));
-    const changed = scheduleChanges.filter((c) => c.edit(c.before) !== c.before);
-    io.write(`\nDaily sync: ${plan.description}\n`);
-    if (dryRun) {
-      for (const file of plan.files) io.write(`\n${show(file.path)}:\n${file.text}`);
-      io.write(`\nthen: ${plan.commands.map(shellLine).join(" && ")}\n`);
-    } else {
-      for (const change of changed) await applyChange(change, io, show);
-      if (plan.files.length > 0 && changed.length === 0) {
-        io.write(`  already installed (${plan.files.map((f) => show(f.path)).join(", ")})\n`);
-      } else {
-        await activate(plan.commands, options.enableSync !== false, io);
-      }
-    }
-  } else if (dryRun) {
-    io.write(`\nDaily sync: not requested (--sync would install ${plan.description})\n`);
-  }
-
+  await scheduleSync(
+    plan.sync,
+    { install, dryRun, enable: options.enableSync !== false },
+    io,
+    show,
+  );
   if (dryRun) return 0;
 
   // Connect to what is now behind Code Executor, so that its tools are cached and wrapped.
-  if (options.check !== false) {
-    const upstream = await discoverUpstreams({ env, cwd, os });
-    if (upstream.servers.length > 0) {
-      io.write("\nChecking the servers behind Code Executor:\n");
-      const report = await sync({ cwd, progress: (line) => io.progress(`${line}\n`) });
-      for (const server of report.servers) {
-        io.write(
-          server.error === undefined
-            ? `  ok      ${server.name}: ${server.tools} tools\n`
-            : `  failed  ${server.name}: ${server.error}\n`,
-        );
-      }
-      for (const message of report.broken) io.write(`  broken  ${message}\n`);
-      if (report.wrappers) {
-        io.write(
-          `  wrappers: ${report.wrappers.written.length} files written, ${report.wrappers.unchanged.length} unchanged\n`,
-        );
-      }
-      if (report.wrappersError) io.write(`  wrappers not generated: ${report.wrappersError}\n`);
-    }
-  }
+  if (options.check !== false) await checkServers({ env, cwd, os }, io);
   io.write(
     wrote
-      ? `\nDone. Restart ${target.client.label} so that it starts Code Executor.\n`
+      ? `\nDone. Restart ${plan.target.client.app} so that it starts Code Executor.\n`
       : "\nDone.\n",
   );
   return 0;
 }
 
 async function chooseClient(
-  clients: ScannedConfig[],
+  scans: ScannedConfig[],
   given: ClientId | undefined,
-  ask: SetupIO["ask"],
   io: SetupIO,
-  show: (path: string) => string,
+  show: ShowPath,
 ): Promise<ClientId> {
   if (given) return given;
-  const found = clients.filter((s) => s.found && !s.error);
-  const usable = (s: ScannedConfig) => s.servers.filter((x) => x.state !== "self").length;
-  const best = [...found].sort((a, b) => usable(b) - usable(a))[0];
+  const best = defaultClient(scans);
+  const ask = io.ask;
   if (!ask) {
     if (!best) {
       throw new TypeError(
         `No MCP client config found: pass --client (${CLIENT_IDS.join(", ")}) to create one`,
       );
     }
-    return best.client.id as ClientId;
+    return best;
   }
-  const fallback = best?.client.id ?? "claude-code";
+  const clients = scans.filter((s) => s.client.id !== "code-executor");
+  const fallback = best ?? "claude-code";
   io.write("\nWhich client should start Code Executor?\n");
   clients.forEach((scan, i) => {
     const mark = scan.client.id === fallback ? " (default)" : "";
     io.write(`  ${i + 1}. ${scan.client.label}: ${show(scan.client.path)}${mark}\n`);
   });
+  const fallbackNumber = clients.findIndex((c) => c.client.id === fallback) + 1;
   for (;;) {
-    const answer = (await ask(`Client [${
-      clients.findIndex((c) => c.client.id === fallback) + 1
-    }]: `)).trim();
-    if (answer === "") return fallback as ClientId;
+    const answer = (await ask(`Client [${fallbackNumber}]: `)).trim();
+    if (answer === "") return fallback;
     const byNumber = clients[Number(answer) - 1];
     if (/^\d+$/.test(answer) && byNumber) return byNumber.client.id as ClientId;
     const byName = clients.find((c) => c.client.id === answer.toLowerCase());
@@ -407,23 +247,63 @@ async function chooseClient(
   }
 }
 
-async function confirm(
-  ask: NonNullable<SetupIO["ask"]>,
-  question: string,
-  fallback: boolean,
-): Promise<boolean> {
-  for (;;) {
-    const answer = (await ask(`${question} [${fallback ? "Y/n" : "y/N"}] `)).trim().toLowerCase();
-    if (answer === "") return fallback;
-    if (answer === "y" || answer === "yes") return true;
-    if (answer === "n" || answer === "no") return false;
+async function scheduleSync(
+  plan: DailySyncPlan,
+  options: { install: boolean; dryRun: boolean; enable: boolean },
+  io: SetupIO,
+  show: ShowPath,
+): Promise<void> {
+  if (!options.install) {
+    if (options.dryRun) {
+      io.write(`\nDaily sync: not requested (--sync would install ${plan.description})\n`);
+    }
+    return;
+  }
+  io.write(`\nDaily sync: ${plan.description}\n`);
+  if (options.dryRun) {
+    for (const file of plan.files) io.write(`\n${show(file.path)}:\n${file.text}`);
+    io.write(`\nthen: ${plan.commands.map(shellLine).join(" && ")}\n`);
+    return;
+  }
+  const changed = plan.files.filter((file) => readTextOrUndefined(file.path) !== file.text);
+  for (const file of changed) {
+    await applyChange({ path: file.path, mode: 0o644, edit: () => file.text }, io, show);
+  }
+  if (plan.files.length > 0 && changed.length === 0) {
+    io.write(`  already installed (${plan.files.map((f) => show(f.path)).join(", ")})\n`);
+  } else {
+    await activate(plan.commands, options.enable, io);
   }
 }
 
-async function applyChange(
-  change: FileChange,
+async function checkServers(
+  where: { env: Record<string, string>; cwd: string; os: typeof Deno.build.os },
   io: SetupIO,
-  show: (path: string) => string,
+): Promise<void> {
+  const upstream = await discoverUpstreams(where);
+  if (upstream.servers.length === 0) return;
+  io.write("\nChecking the servers behind Code Executor:\n");
+  const report = await sync({ cwd: where.cwd, progress: (line) => io.progress(`${line}\n`) });
+  for (const server of report.servers) {
+    io.write(
+      server.error === undefined
+        ? `  ok      ${server.name}: ${server.tools} tools\n`
+        : `  failed  ${server.name}: ${server.error}\n`,
+    );
+  }
+  for (const message of report.broken) io.write(`  broken  ${message}\n`);
+  if (report.wrappers) {
+    io.write(
+      `  wrappers: ${report.wrappers.written.length} files written, ${report.wrappers.unchanged.length} unchanged\n`,
+    );
+  }
+  if (report.wrappersError) io.write(`  wrappers not generated: ${report.wrappersError}\n`);
+}
+
+async function applyChange(
+  change: FileEdit,
+  io: SetupIO,
+  show: ShowPath,
 ): Promise<void> {
   // Clients rewrite their configs while they run (Claude Code does, often): edit what is on disk
   // now, not what was scanned.
@@ -480,79 +360,11 @@ function onPath(command: string): boolean {
   return false;
 }
 
-function describeScan(scan: ScannedConfig): string {
-  if (!scan.found) return "not found";
-  if (scan.error) return `unreadable: ${scan.error}`;
-  if (scan.servers.length === 0) return "no servers";
-  const names = scan.servers.map((s) =>
-    s.state === "usable"
-      ? s.missing?.length
-        ? `${s.name} (needs ${s.missing.map((v) => `\${${v}}`).join(", ")})`
-        : s.name
-      : s.state === "self"
-      ? `${s.name} (this server)`
-      : s.state === "disabled"
-      ? `${s.name} (disabled)`
-      : `${s.name} (broken)`
-  );
-  return `${plural(scan.servers.length, "server")}: ${names.join(", ")}`;
-}
-
-/** The edits that turn an existing entry into the desired one, keeping keys the user added. */
-function entryChanges(
-  existing: unknown,
-  desired: Record<string, unknown>,
-): Array<[string[], unknown]> {
-  if (!isPlainObject(existing)) return [[[], desired]];
-  return Object.entries(desired)
-    .filter(([key, value]) => !sameJson(existing[key], value))
-    .map(([key, value]) => [[key], value]);
-}
-
 function readTextOrUndefined(path: string): string | undefined {
   try {
     return Deno.readTextFileSync(path);
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) return undefined;
     throw error;
-  }
-}
-
-function sameJson(a: unknown, b: unknown): boolean {
-  return canonicalJson(a) === canonicalJson(b);
-}
-
-/** Reads answers from a terminal, one line per question. */
-class LinePrompter {
-  #reader = Deno.stdin.readable.getReader();
-  #decoder = new TextDecoder();
-  #buffer = "";
-  #encoder = new TextEncoder();
-
-  /**
-   * Prints the question and waits for a line.
-   *
-   * @param question The prompt, printed as is.
-   * @returns The line, without its end.
-   * @throws {Error} When stdin ends before a line arrives.
-   */
-  async ask(question: string): Promise<string> {
-    Deno.stdout.writeSync(this.#encoder.encode(question));
-    for (;;) {
-      const newline = this.#buffer.indexOf("\n");
-      if (newline >= 0) {
-        const line = this.#buffer.slice(0, newline).replace(/\r$/, "");
-        this.#buffer = this.#buffer.slice(newline + 1);
-        return line;
-      }
-      const { value, done } = await this.#reader.read();
-      if (done) throw new Error("Setup stopped: the terminal closed before the answer");
-      this.#buffer += this.#decoder.decode(value, { stream: true });
-    }
-  }
-
-  /** Releases stdin. */
-  async close(): Promise<void> {
-    await this.#reader.cancel().catch(() => {});
   }
 }

@@ -10,10 +10,18 @@ import { join } from "node:path";
 import { loadSettings } from "../config/settings.ts";
 import { discoverUpstreams } from "../config/upstream.ts";
 import type { LaunchCommand } from "../config/client_configs.ts";
-import { cacheDir } from "../config/paths.ts";
+import {
+  cacheDir,
+  defaultWrappersDir,
+  homeDir,
+  launchAgentsDir,
+  macLogsDir,
+  systemdUserDir,
+} from "../config/paths.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { openHub } from "../upstream/hub.ts";
-import { defaultWrappersDir, generateWrappers } from "./wrappers.ts";
+import { plural } from "../_util.ts";
+import { generateWrappers } from "./wrappers.ts";
 
 /** Options of {@linkcode sync}. */
 export interface SyncOptions {
@@ -80,7 +88,7 @@ export async function sync(options: SyncOptions = {}): Promise<SyncReport> {
   try {
     if (names.length > 0) {
       progress(
-        `Connecting to ${names.length} server${names.length === 1 ? "" : "s"}: ${names.join(", ")}`,
+        `Connecting to ${plural(names.length, "server")}: ${names.join(", ")}`,
       );
     }
     let done = 0;
@@ -200,10 +208,11 @@ export function dailySyncPlan(
   options: { launch: LaunchCommand; env: Record<string, string> },
 ): DailySyncPlan {
   const { launch, env } = options;
-  const home = env.HOME || env.USERPROFILE;
-  if (!home) throw new TypeError("Cannot plan the daily sync: HOME is not set");
+  if (!homeDir(env)) {
+    throw new TypeError("Cannot plan the daily sync: HOME is not set; set HOME (or USERPROFILE)");
+  }
   if (os === "darwin") {
-    const path = join(home, "Library", "LaunchAgents", `${LAUNCHD_LABEL}.plist`);
+    const path = join(launchAgentsDir(env)!, `${LAUNCHD_LABEL}.plist`);
     const args = [launch.command, ...launch.args]
       .map((arg) => `    <string>${xmlEscape(arg)}</string>`).join("\n");
     const text = `<?xml version="1.0" encoding="UTF-8"?>
@@ -224,7 +233,7 @@ ${args}
     <integer>0</integer>
   </dict>
   <key>StandardErrorPath</key>
-  <string>${xmlEscape(join(home, "Library", "Logs", "code-executor-sync.log"))}</string>
+  <string>${xmlEscape(join(macLogsDir(env)!, "code-executor-sync.log"))}</string>
 </dict>
 </plist>
 `;
@@ -254,7 +263,7 @@ ${args}
       ]],
     };
   }
-  const dir = join(env.XDG_CONFIG_HOME || join(home, ".config"), "systemd", "user");
+  const dir = systemdUserDir(env)!;
   const execStart = [launch.command, ...launch.args].map(systemdQuote).join(" ");
   return {
     description: "a systemd user timer",

@@ -24,11 +24,12 @@ import { generatePython, PYTHON_PACKAGE } from "../codegen/python.ts";
 import { generateTypescript, type WrapperTool } from "../codegen/typescript.ts";
 import { buildWheel, wheelFileName } from "../codegen/wheel.ts";
 import { loadSettings } from "../config/settings.ts";
+import { defaultWrappersDir } from "../config/paths.ts";
 import { discoverUpstreams } from "../config/upstream.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { type Hub, openHub } from "../upstream/hub.ts";
 import { SERVER_VERSION } from "../version.ts";
-import { sha256Hex } from "../_util.ts";
+import { canonicalJson, sha256Hex } from "../_util.ts";
 
 /** Bumped whenever the generators' output changes, so that every server is regenerated. */
 const FORMAT = 1;
@@ -94,17 +95,6 @@ interface Manifest {
   version: number;
   generator: string;
   servers: Record<string, ManifestEntry>;
-}
-
-/**
- * The default output directory: `~/.code-executor/wrappers`.
- *
- * @param env The environment (`HOME`, or `USERPROFILE` on Windows).
- * @returns The directory.
- */
-export function defaultWrappersDir(env: Record<string, string> = Deno.env.toObject()): string {
-  const home = env.HOME ?? env.USERPROFILE ?? ".";
-  return join(home, ".code-executor", "wrappers");
 }
 
 /**
@@ -186,7 +176,7 @@ export async function generateWrappers(
     }
     const module = modules.get(name)!;
     const tools = canonicalTools(outcome.value);
-    const hash = sha256Hex(stableJson({ format: FORMAT, server: name, module, tools }));
+    const hash = sha256Hex(canonicalJson({ format: FORMAT, server: name, module, tools }));
     let entry: ManifestEntry;
     let changed: boolean;
     if (
@@ -283,19 +273,6 @@ function canonicalTools(tools: WrapperTool[]): WrapperTool[] {
     inputSchema: tool.inputSchema,
     ...(tool.outputSchema !== undefined ? { outputSchema: tool.outputSchema } : {}),
   })).sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
-}
-
-/** JSON with object keys sorted, so that equal schemas hash equally whatever their key order. */
-function stableJson(value: unknown): string {
-  return JSON.stringify(
-    value,
-    (_key, item) =>
-      typeof item === "object" && item !== null && !Array.isArray(item)
-        ? Object.fromEntries(
-          Object.keys(item).sort().map((key) => [key, (item as Record<string, unknown>)[key]]),
-        )
-        : item,
-  );
 }
 
 async function readManifest(path: string, log: Logger): Promise<Manifest | undefined> {

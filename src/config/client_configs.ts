@@ -7,24 +7,41 @@
  *
  * @module
  */
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { isPlainObject } from "../_util.ts";
 import { redactText } from "../policy/audit.ts";
 import {
-  classifyServerEntry,
-  type ConfigKind,
-  defaultConfigFiles,
+  claudeCodeConfigPath,
+  claudeDesktopConfigPath,
+  cursorConfigPath,
+  cursorProjectConfigPath,
+  homeDir,
   ownUpstreamConfigPath,
+  projectConfigPath,
+  vscodeProjectConfigPath,
+  vscodeUserConfigPath,
+  windsurfConfigPath,
+} from "./paths.ts";
+import {
+  classifyServerEntry,
   readServerSections,
+  serversKeyOf,
   UpstreamConfigError,
 } from "./upstream.ts";
 
-/** A client `setup` can write the `code-executor` entry for. */
+/**
+ * A client config `setup` can write the `code-executor` entry into. `cursor` is Cursor's
+ * user-level file and `cursor-project` the project's; `vscode` is the project's file and
+ * `vscode-user` VS Code's user-level one; `project` is the project's `.mcp.json`.
+ */
 export type ClientId =
   | "claude-code"
   | "cursor"
+  | "cursor-project"
   | "claude-desktop"
   | "vscode"
+  | "vscode-user"
   | "project"
   | "windsurf";
 
@@ -33,7 +50,9 @@ export const CLIENT_IDS: readonly ClientId[] = [
   "claude-code",
   "claude-desktop",
   "cursor",
+  "cursor-project",
   "vscode",
+  "vscode-user",
   "windsurf",
   "project",
 ];
@@ -42,8 +61,10 @@ export const CLIENT_IDS: readonly ClientId[] = [
 export interface ClientConfig {
   /** The client, or `code-executor` for Code Executor's own upstream file. */
   id: ClientId | "code-executor";
-  /** A name for people. */
+  /** A name for people, telling the client's files apart. */
   label: string;
+  /** The application that reads the file, for messages (`VS Code` for both of its files). */
+  app: string;
   /** Absolute path of the file, which may not exist. */
   path: string;
   /** The key of the object of servers: `servers` for VS Code, `mcpServers` elsewhere. */
@@ -91,9 +112,9 @@ export interface ScannedConfig {
 export interface ClientConfigOptions {
   /** Environment with `HOME`, `APPDATA`, `XDG_CONFIG_HOME`; defaults to the process's. */
   env?: Record<string, string>;
-  /** The project directory (`.mcp.json`, `.vscode/mcp.json`); defaults to the cwd. */
+  /** The project directory (`.mcp.json`, `.vscode/mcp.json`, `.cursor/mcp.json`); the cwd. */
   cwd?: string;
-  /** Whose Claude Desktop location to use; defaults to `Deno.build.os`. */
+  /** Whose Claude Desktop and VS Code locations to use; defaults to `Deno.build.os`. */
   os?: typeof Deno.build.os;
 }
 
@@ -109,14 +130,27 @@ const LABELS: Record<ClientId | "code-executor", string> = {
   "claude-code": "Claude Code",
   "claude-desktop": "Claude Desktop",
   "cursor": "Cursor",
+  "cursor-project": "Cursor (project)",
   "vscode": "VS Code",
+  "vscode-user": "VS Code (user)",
   "windsurf": "Windsurf",
   "project": "Project .mcp.json",
   "code-executor": "Code Executor",
 };
 
+const APPS: Partial<Record<ClientId | "code-executor", string>> = {
+  "cursor-project": "Cursor",
+  "vscode-user": "VS Code",
+};
+
+const PROJECT_FILES: ReadonlySet<ClientId | "code-executor"> = new Set([
+  "cursor-project",
+  "vscode",
+  "project",
+]);
+
 /** Variables VS Code fills in itself; they mean nothing to Code Executor. */
-const VSCODE_VARIABLES = new Set([
+const VSCODE_VARIABLES: ReadonlySet<string> = new Set([
   "userHome",
   "workspaceFolder",
   "workspaceFolderBasename",
@@ -129,8 +163,28 @@ const VSCODE_VARIABLES = new Set([
 ]);
 
 /**
+ * Variables Cursor fills in itself in both of its files (its docs: "Config interpolation"). A
+ * project's `.cursor/mcp.json` often points at `${workspaceFolder}`, which means nothing once the
+ * entry has moved to a user-level file.
+ */
+const CURSOR_VARIABLES: ReadonlySet<string> = new Set([
+  "userHome",
+  "workspaceFolder",
+  "workspaceFolderBasename",
+  "pathSeparator",
+  "/",
+]);
+
+const CLIENT_VARIABLES: Partial<Record<ClientId | "code-executor", ReadonlySet<string>>> = {
+  "vscode": VSCODE_VARIABLES,
+  "vscode-user": VSCODE_VARIABLES,
+  "cursor": CURSOR_VARIABLES,
+  "cursor-project": CURSOR_VARIABLES,
+};
+
+/**
  * Lists every client config file `setup` knows, plus Code Executor's own upstream file (last).
- * The Claude Code, Claude Desktop, Cursor, project and own paths are the ones discovery reads.
+ * The locations come from `paths.ts`, where discovery finds the files it reads too.
  *
  * @param options Environment, project directory and operating system.
  * @returns One entry per client.
@@ -139,40 +193,32 @@ const VSCODE_VARIABLES = new Set([
 export function clientConfigs(options: ClientConfigOptions = {}): ClientConfig[] {
   const env = options.env ?? Deno.env.toObject();
   const cwd = resolve(options.cwd ?? Deno.cwd());
-  const home = env.HOME || env.USERPROFILE;
-  if (!home) throw new TypeError("Cannot find the client configs: HOME is not set");
-  const known = new Map<ConfigKind, string>(
-    defaultConfigFiles(env, { cwd, os: options.os }).map((f) => [f.kind, f.path]),
-  );
-  const config = (
-    id: ClientId | "code-executor",
-    path: string,
-    key: ClientConfig["key"] = "mcpServers",
-  ): ClientConfig => ({
+  const os = options.os ?? Deno.build.os;
+  if (!homeDir(env)) {
+    throw new TypeError(
+      "Cannot find the client configs: HOME is not set; set HOME (or USERPROFILE)",
+    );
+  }
+  // With a home directory every location is known: the ones under APPDATA fall back to it.
+  const paths: Record<ClientId | "code-executor", string | undefined> = {
+    "claude-code": claudeCodeConfigPath(env),
+    "claude-desktop": claudeDesktopConfigPath(env, os),
+    "cursor": cursorConfigPath(env),
+    "cursor-project": cursorProjectConfigPath(cwd),
+    "vscode": vscodeProjectConfigPath(cwd),
+    "vscode-user": vscodeUserConfigPath(env, os),
+    "windsurf": windsurfConfigPath(env),
+    "project": projectConfigPath(cwd),
+    "code-executor": ownUpstreamConfigPath(env),
+  };
+  return [...CLIENT_IDS, "code-executor" as const].map((id) => ({
     id,
     label: LABELS[id],
-    path,
-    key,
-    project: id === "project" || id === "vscode",
-  });
-  const out: ClientConfig[] = [
-    config("claude-code", known.get("claude-code") ?? join(home, ".claude.json")),
-    config(
-      "claude-desktop",
-      known.get("claude-desktop") ?? join(home, ".config", "Claude", "claude_desktop_config.json"),
-    ),
-    config("cursor", known.get("cursor") ?? join(home, ".cursor", "mcp.json")),
-    config("vscode", join(cwd, ".vscode", "mcp.json"), "servers"),
-    config("windsurf", join(home, ".codeium", "windsurf", "mcp_config.json")),
-    config("project", known.get("project") ?? join(cwd, ".mcp.json")),
-  ];
-  out.push(
-    config(
-      "code-executor",
-      ownUpstreamConfigPath(env) ?? join(home, ".config", "code-executor", "mcp.json"),
-    ),
-  );
-  return out;
+    app: APPS[id] ?? LABELS[id],
+    path: paths[id]!,
+    key: serversKeyOf(id),
+    project: PROJECT_FILES.has(id),
+  }));
 }
 
 /**
@@ -200,7 +246,7 @@ export async function scanClientConfig(
   const scanned: ScannedConfig = { client, found: true, text, servers: [] };
   let sections;
   try {
-    sections = readServerSections(text, client.path, { kind: kindOf(client), cwd });
+    sections = readServerSections(text, client.path, { kind: client.id, cwd });
   } catch (error) {
     if (!(error instanceof UpstreamConfigError)) throw error;
     scanned.error = error.message;
@@ -251,7 +297,8 @@ function isCompiled(): boolean {
 
 /**
  * Returns the `code-executor` entry for a client's config: a stdio server started with
- * `launch`. Claude Code and VS Code get an explicit `"type": "stdio"`, as their own tools write.
+ * `launch`. Claude Code and VS Code (both files) get an explicit `"type": "stdio"`, as their own
+ * tools write.
  *
  * @param client Which client.
  * @param launch How to start Code Executor.
@@ -261,7 +308,7 @@ export function selfEntry(
   client: ClientId,
   launch: LaunchCommand,
 ): Record<string, unknown> {
-  const typed = client === "claude-code" || client === "vscode";
+  const typed = client === "claude-code" || isVsCode(client);
   return {
     ...(typed ? { type: "stdio" } : {}),
     command: launch.command,
@@ -269,28 +316,54 @@ export function selfEntry(
   };
 }
 
+/** Why a server entry must stay in its client's config. */
+export type MoveBlockReason =
+  /** It is Code Executor itself. */
+  | "self"
+  /** It has `"disabled": true`. */
+  | "disabled"
+  /** Discovery could not use it. */
+  | "broken"
+  /** It uses variables only its client fills in (`${input:…}`, `${workspaceFolder}`, …). */
+  | "client-variable"
+  /** It holds a literal secret. */
+  | "secret";
+
+/** Why a server entry must not move into Code Executor's own config. */
+export interface MoveBlocker {
+  /** The kind of reason. */
+  reason: MoveBlockReason;
+  /** The reason for people, naming the key, and what to do about it where something can be. */
+  message: string;
+}
+
 /**
  * Says why a server entry must not move into Code Executor's own config, or returns undefined
  * when it may. It must not when it holds a literal secret (an API key, a token, a password:
  * whatever the audit log's redactor would hide) outside a `${VAR}` reference, because moving
  * would copy the secret into a new file; nor when it uses variables only the client can fill in
- * (VS Code's `${input:…}`, `${workspaceFolder}`, …).
+ * (VS Code's `${input:…}`, `${workspaceFolder}` in VS Code and Cursor, …).
  *
  * @param server The entry.
  * @param client The client it is in.
- * @returns The reason, naming the key, or undefined.
+ * @returns The reason, or undefined.
  */
-export function moveBlocker(server: ScannedServer, client: ClientConfig): string | undefined {
-  if (server.state === "self") return "it is Code Executor itself";
-  if (server.state === "disabled") return "it is disabled";
-  if (server.state === "broken") return server.error ?? "it is not usable";
+export function moveBlocker(server: ScannedServer, client: ClientConfig): MoveBlocker | undefined {
+  if (server.state === "self") return { reason: "self", message: "it is Code Executor itself" };
+  if (server.state === "disabled") return { reason: "disabled", message: "it is disabled" };
+  if (server.state === "broken") {
+    return { reason: "broken", message: server.error ?? "it is not usable" };
+  }
   for (const [key, value] of stringLeaves(server.raw, "")) {
     for (const match of value.matchAll(/\$\{([^}]*)\}/g)) {
       const inner = match[1];
       const foreign = /:(?!-)/.test(inner) ||
-        (client.id === "vscode" && VSCODE_VARIABLES.has(inner));
+        CLIENT_VARIABLES[client.id]?.has(inner) === true;
       if (foreign) {
-        return `"${key}" uses \${${inner}}, which only ${client.label} can fill in`;
+        return {
+          reason: "client-variable",
+          message: `"${key}" uses \${${inner}}, which only ${client.app} can fill in`,
+        };
       }
     }
     const literal = value.replace(/\$\{[^}]*\}/g, "");
@@ -299,12 +372,19 @@ export function moveBlocker(server: ScannedServer, client: ClientConfig): string
       const variable = /^env\.[A-Za-z_][A-Za-z0-9_]*$/.test(key)
         ? name
         : `${server.name}_${name}`.toUpperCase().replace(/[^A-Z0-9_]/g, "_");
-      return `"${key}" holds a literal secret, which moving would copy to a new file; it stays ` +
-        `in ${client.path}. To move it, write "\${${variable}}" there instead, export ` +
-        `${variable} where Code Executor runs, and run setup again`;
+      return {
+        reason: "secret",
+        message: `"${key}" holds a literal secret, which moving would copy to a new file; it ` +
+          `stays in ${client.path}. To move it, write "\${${variable}}" there instead, export ` +
+          `${variable} where Code Executor runs, and run setup again`,
+      };
     }
   }
   return undefined;
+}
+
+function isVsCode(id: ClientId): boolean {
+  return id === "vscode" || id === "vscode-user";
 }
 
 function unsetVariables(raw: unknown, env: Record<string, string>): string[] {
@@ -317,16 +397,12 @@ function unsetVariables(raw: unknown, env: Record<string, string>): string[] {
   return [...names].sort();
 }
 
-function kindOf(client: ClientConfig): ConfigKind {
-  return client.id === "code-executor" ? "code-executor" : client.id;
-}
-
 function stringLeaves(value: unknown, prefix: string): Array<[string, string]> {
   if (typeof value === "string") return [[prefix, value]];
   if (Array.isArray(value)) {
     return value.flatMap((item, i) => stringLeaves(item, `${prefix}[${i}]`));
   }
-  if (value && typeof value === "object") {
+  if (isPlainObject(value)) {
     return Object.entries(value).flatMap(([k, v]) =>
       stringLeaves(v, prefix ? `${prefix}.${k}` : k)
     );

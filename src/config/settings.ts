@@ -6,10 +6,11 @@
  *
  * @module
  */
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { parse as parseJsonc, type ParseError, printParseErrorCode } from "jsonc-parser";
 import { z } from "zod";
 import { isPlainObject } from "../_util.ts";
+import { projectSettingsPath, userSettingsPath } from "./paths.ts";
 
 const positiveInt = z.number().int().positive();
 
@@ -229,10 +230,9 @@ export const ENV_OVERRIDES: ReadonlyArray<[string, string[], EnvParser]> = [
  */
 export function settingsFiles(env: Record<string, string>, cwd: string): string[] {
   const files: string[] = [];
-  const home = env.HOME ?? env.USERPROFILE;
-  const configHome = env.XDG_CONFIG_HOME ?? (home ? join(home, ".config") : undefined);
-  if (configHome) files.push(join(configHome, "code-executor", "config.jsonc"));
-  files.push(join(cwd, ".code-executor.jsonc"));
+  const user = userSettingsPath(env);
+  if (user) files.push(user);
+  files.push(projectSettingsPath(cwd));
   if (env.CODE_EXECUTOR_CONFIG) files.push(resolve(cwd, env.CODE_EXECUTOR_CONFIG));
   return files;
 }

@@ -4,17 +4,25 @@
  *
  * Sources are merged by server name, later sources winning (the whole entry is replaced):
  * Claude Desktop, `~/.claude.json` (top level, then the current project), `~/.cursor/mcp.json`,
- * the project's `.mcp.json`, Code Executor's own `~/.config/code-executor/mcp.json` (where
- * `setup --move` puts the servers it takes out of a client), `MCP_CONFIG_PATH`, then each
- * `--config PATH`. One unusable entry
- * never affects the others: it is reported in {@linkcode UpstreamConfig.broken} with a message
- * that names the file, the server and the key.
+ * the project's `.cursor/mcp.json`, the project's `.mcp.json`, Code Executor's own
+ * `~/.config/code-executor/mcp.json` (where `setup --move` puts the servers it takes out of a
+ * client), `MCP_CONFIG_PATH`, then each `--config PATH`. One unusable entry never affects the
+ * others: it is reported in {@linkcode UpstreamConfig.broken} with a message that names the
+ * file, the server and the key. Where each file is comes from `paths.ts`.
  *
  * @module
  */
-import { basename, join, resolve } from "node:path";
+import { basename, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { canonicalJson, isPlainObject, isStringArray, sha256Hex } from "../_util.ts";
+import {
+  claudeCodeConfigPath,
+  claudeDesktopConfigPath,
+  cursorConfigPath,
+  cursorProjectConfigPath,
+  ownUpstreamConfigPath,
+  projectConfigPath,
+} from "./paths.ts";
 import { parseJsoncText } from "./settings.ts";
 
 /** How Code Executor talks to an upstream server. */
@@ -65,16 +73,21 @@ export interface SkippedServer {
 }
 
 /**
- * Which client or option a config file belongs to: `code-executor` is Code Executor's own
- * upstream file, `env` is `MCP_CONFIG_PATH` and `cli` a `--config PATH`. `vscode` and
- * `windsurf` files are read by `setup` only, not by discovery.
+ * Which client or option a config file belongs to: `cursor` is Cursor's user-level file and
+ * `cursor-project` the project's `.cursor/mcp.json`; `vscode` is the project's `.vscode/mcp.json`
+ * and `vscode-user` VS Code's user-level file; `project` is the project's `.mcp.json`;
+ * `code-executor` is Code Executor's own upstream file, `env` is `MCP_CONFIG_PATH` and `cli` a
+ * `--config PATH`. `vscode`, `vscode-user` and `windsurf` files are read by `setup` only, not by
+ * discovery.
  */
 export type ConfigKind =
   | "claude-desktop"
   | "claude-code"
   | "cursor"
+  | "cursor-project"
   | "project"
   | "vscode"
+  | "vscode-user"
   | "windsurf"
   | "code-executor"
   | "env"
@@ -146,7 +159,7 @@ export interface DiscoverOptions {
   os?: typeof Deno.build.os;
   /** Files from `--config PATH`, in order; each must exist. */
   configPaths?: string[];
-  /** Read the files of Claude Desktop, Claude Code, Cursor and `.mcp.json`; defaults to true. */
+  /** Read the files of {@linkcode defaultConfigFiles}; defaults to true. */
   includeClientConfigs?: boolean;
 }
 
@@ -282,9 +295,11 @@ interface EntryContext {
 
 /**
  * Returns the config files that discovery reads by default, lowest precedence first: Claude
- * Desktop (the location for `os`), `~/.claude.json`, `~/.cursor/mcp.json`, the project's
- * `.mcp.json` and Code Executor's own upstream file. A path is left out when the variables it
- * needs (`HOME`, `APPDATA`) are not set.
+ * Desktop (the location for `os`), `~/.claude.json`, Cursor's `~/.cursor/mcp.json` then the
+ * project's `.cursor/mcp.json` (Cursor lets the project's file win), the project's `.mcp.json`
+ * and Code Executor's own upstream file. A path is left out when the variables it needs (`HOME`,
+ * `APPDATA`) are not set. VS Code's and Windsurf's files are not read: `setup` scans them, but
+ * their entries may use variables that only those clients fill in.
  *
  * @param env The environment to read `HOME`, `USERPROFILE`, `APPDATA` and `XDG_CONFIG_HOME` from.
  * @param options The project directory and the operating system whose locations to use.
@@ -294,32 +309,26 @@ export function defaultConfigFiles(
   env: Record<string, string>,
   options: { cwd: string; os?: typeof Deno.build.os },
 ): ClientConfigFile[] {
-  const files: ClientConfigFile[] = [];
-  const home = env.HOME || env.USERPROFILE || undefined;
-  const desktop = claudeDesktopConfigPath(options.os ?? Deno.build.os, env, home);
-  if (desktop) files.push({ path: desktop, kind: "claude-desktop" });
-  if (home) {
-    files.push({ path: join(home, ".claude.json"), kind: "claude-code" });
-    files.push({ path: join(home, ".cursor", "mcp.json"), kind: "cursor" });
-  }
-  files.push({ path: join(options.cwd, ".mcp.json"), kind: "project" });
-  const own = ownUpstreamConfigPath(env);
-  if (own) files.push({ path: own, kind: "code-executor" });
-  return files;
+  const candidates: Array<[ConfigKind, string | undefined]> = [
+    ["claude-desktop", claudeDesktopConfigPath(env, options.os)],
+    ["claude-code", claudeCodeConfigPath(env)],
+    ["cursor", cursorConfigPath(env)],
+    ["cursor-project", cursorProjectConfigPath(options.cwd)],
+    ["project", projectConfigPath(options.cwd)],
+    ["code-executor", ownUpstreamConfigPath(env)],
+  ];
+  return candidates.flatMap(([kind, path]) => path ? [{ kind, path }] : []);
 }
 
 /**
- * Returns the path of Code Executor's own upstream config file,
- * `$XDG_CONFIG_HOME/code-executor/mcp.json` (by default `~/.config/code-executor/mcp.json`), next
- * to the settings file. `setup --move` writes the servers it moves there; `serve` reads it.
+ * Returns the key of the object of servers in a client's config file: `servers` in VS Code's
+ * files, `mcpServers` in everyone else's.
  *
- * @param env The environment to read `XDG_CONFIG_HOME`, `HOME` and `USERPROFILE` from.
- * @returns The path, or undefined when neither a config nor a home directory is known.
+ * @param kind Which client the file belongs to.
+ * @returns The key.
  */
-export function ownUpstreamConfigPath(env: Record<string, string>): string | undefined {
-  const home = env.HOME || env.USERPROFILE || undefined;
-  const configHome = env.XDG_CONFIG_HOME || (home ? join(home, ".config") : undefined);
-  return configHome ? join(configHome, "code-executor", "mcp.json") : undefined;
+export function serversKeyOf(kind: ConfigKind): "mcpServers" | "servers" {
+  return kind === "vscode" || kind === "vscode-user" ? "servers" : "mcpServers";
 }
 
 function candidateFiles(
@@ -340,23 +349,6 @@ function candidateFiles(
     files.push({ path: resolve(cwd, path), kind: "cli", explicit: true });
   }
   return files;
-}
-
-function claudeDesktopConfigPath(
-  os: typeof Deno.build.os,
-  env: Record<string, string>,
-  home: string | undefined,
-): string | undefined {
-  const file = "claude_desktop_config.json";
-  if (os === "darwin") {
-    return home ? join(home, "Library", "Application Support", "Claude", file) : undefined;
-  }
-  if (os === "windows") {
-    const appData = env.APPDATA || (home ? join(home, "AppData", "Roaming") : undefined);
-    return appData ? join(appData, "Claude", file) : undefined;
-  }
-  const configHome = env.XDG_CONFIG_HOME || (home ? join(home, ".config") : undefined);
-  return configHome ? join(configHome, "Claude", file) : undefined;
 }
 
 async function readConfigFile(candidate: CandidateFile): Promise<string | undefined> {
@@ -405,7 +397,7 @@ function extractSections(candidate: CandidateFile, text: string, cwd: string): S
     );
   }
   const sections: Section[] = [];
-  const key = candidate.kind === "vscode" ? "servers" : "mcpServers";
+  const key = serversKeyOf(candidate.kind);
   const top = serversOf(value, file, key);
   if (top) sections.push({ entries: top, path: [key], where: file });
   if (candidate.kind === "claude-code" && isPlainObject(value.projects)) {

@@ -6,8 +6,9 @@
  */
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { denoCacheDir } from "../config/paths.ts";
 import type { Logger } from "../log.ts";
-import { envVar, sha256Hex } from "../_util.ts";
+import { sha256Hex } from "../_util.ts";
 import { dieWithParent } from "../parent_death.ts";
 import { SANDBOX_RUN_FLAGS } from "./sandbox_process.ts";
 // Importing the package's manifest makes Deno install the package with the program (a fresh
@@ -52,22 +53,7 @@ export interface FindPyodideOptions {
  * @returns An absolute path, or undefined when no home directory is known.
  */
 export function defaultDenoDir(): string | undefined {
-  const configured = envVar("DENO_DIR");
-  if (configured) return configured;
-  const home = envVar("HOME") ?? envVar("USERPROFILE");
-  switch (Deno.build.os) {
-    case "darwin":
-      return home ? join(home, "Library", "Caches", "deno") : undefined;
-    case "windows": {
-      const local = envVar("LOCALAPPDATA");
-      return local ? join(local, "deno") : undefined;
-    }
-    default: {
-      const xdg = envVar("XDG_CACHE_HOME");
-      if (xdg) return join(xdg, "deno");
-      return home ? join(home, ".cache", "deno") : undefined;
-    }
-  }
+  return denoCacheDir();
 }
 
 /**

@@ -4,8 +4,9 @@
  *
  * @module
  */
-import { dirname, join } from "node:path";
+import { dirname } from "node:path";
 import type { Logger } from "../log.ts";
+import { isPlainObject } from "../_util.ts";
 
 /** Where and how the audit log is written. */
 export interface AuditLogOptions {
@@ -67,7 +68,7 @@ export function redactText(text: string): string {
 export function redact<T>(value: T): T {
   if (typeof value === "string") return redactText(value) as T;
   if (Array.isArray(value)) return value.map((v) => redact(v)) as T;
-  if (value && typeof value === "object") {
+  if (isPlainObject(value)) {
     return Object.fromEntries(
       Object.entries(value).map(([k, v]) => [redactText(k), redact(v)]),
     ) as T;
@@ -149,14 +150,4 @@ export class AuditLog {
     if (keep >= 1) await Deno.rename(path, `${path}.1`);
     else await Deno.remove(path);
   }
-}
-
-/**
- * The default audit log file: `~/.code-executor/audit.jsonl`.
- *
- * @param env The environment to read HOME (or USERPROFILE) from.
- * @returns The path.
- */
-export function defaultAuditPath(env: Record<string, string | undefined>): string {
-  return join(env.HOME ?? env.USERPROFILE ?? ".", ".code-executor", "audit.jsonl");
 }
