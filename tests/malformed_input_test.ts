@@ -256,7 +256,7 @@ async function rawRequest(server: RawServer, before: string | Uint8Array): Promi
 
 /** The JSON-RPC parse errors (no id, or a null id) the server has sent. */
 function parseErrors(server: RawServer): Message[] {
-  return server.messages.filter((m) => m.error?.code === -32700 && (m.id ?? null) === null);
+  return server.messages.filter((m) => m.error?.code === -32700 && m.id === null);
 }
 
 Deno.test("serve answers malformed tools/call arguments with errors and keeps serving", async (t) => {
@@ -374,7 +374,8 @@ Deno.test("serve answers lines that are not JSON-RPC with JSON-RPC errors and ke
         const probe = await rawRequest(server, JSON.stringify(message) + "\n");
         await server.response(probe);
         const errors = server.messages.filter((m) =>
-          m.error?.code === -32600 && (m.id ?? null) === id
+          // JSON-RPC 2.0: an id that cannot be told is answered with "id": null, not left out.
+          m.error?.code === -32600 && m.id === id
         );
         assertEquals(errors.length, 1, `no -32600 error with id ${JSON.stringify(id)}`);
         await server.assertServing();
@@ -385,7 +386,7 @@ Deno.test("serve answers lines that are not JSON-RPC with JSON-RPC errors and ke
       "answers JSON that is not a message with errors, and skips blank lines",
       async () => {
         const invalidRequests = () =>
-          server.messages.filter((m) => m.error?.code === -32600 && (m.id ?? null) === null).length;
+          server.messages.filter((m) => m.error?.code === -32600 && m.id === null).length;
         const before = invalidRequests();
         const id = await rawRequest(server, '{"hello":"world"}\n[]\n42\n\n\r\n   \n');
         assertEquals((await server.response(id)).id, id);

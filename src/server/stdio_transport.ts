@@ -183,7 +183,8 @@ export class LineStdioServerTransport extends StdioServerTransport {
 
   #reject(id: string | number | undefined, code: number, message: string): void {
     this.onerror?.(new Error(message));
-    const error = { jsonrpc: "2.0", ...(id === undefined ? {} : { id }), error: { code, message } };
+    // JSON-RPC 2.0: an error about a request whose id cannot be told carries `"id": null`.
+    const error = { jsonrpc: "2.0", id: id ?? null, error: { code, message } };
     this.send(error as JSONRPCMessage).catch(() => {});
   }
 }
