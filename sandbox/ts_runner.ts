@@ -326,6 +326,33 @@ function installApi(): void {
 }
 
 /**
+ * Makes a Worker option that the sandbox refuses an error the code can catch. Deno exits the
+ * whole process (code 70) when a Worker asks for `deno.permissions` without
+ * `--unstable-worker-options`, which the sandbox never passes: a Worker runs with the sandbox's own
+ * permissions. Code that digs the original constructor out only crashes its own child.
+ */
+function guardWorker(): void {
+  const Original = globalThis.Worker;
+  if (typeof Original !== "function") return;
+  const Guarded = new Proxy(Original, {
+    construct(target, args, newTarget) {
+      const options = args[1] as { deno?: { permissions?: unknown } } | undefined;
+      if (options?.deno?.permissions !== undefined) {
+        throw new TypeError(
+          "Cannot create a Worker with deno.permissions: the sandbox does not offer the option; a Worker runs with the sandbox's own permissions, so leave it out",
+        );
+      }
+      return Reflect.construct(target, args, newTarget);
+    },
+  });
+  Object.defineProperty(globalThis, "Worker", {
+    value: Guarded,
+    writable: true,
+    configurable: true,
+  });
+}
+
+/**
  * Sleeps until the host kills the child, or closes stdin (the host died): exiting right after the
  * result would tear the process down on the CPUs that the host needs for its response (~2 ms of
  * a warm call on 2 vCPUs). The main thread stays blocked, so none of the code's callbacks run.
@@ -375,6 +402,7 @@ async function main(): Promise<void> {
   // Everything up to here does not depend on the code, so a pooled child does it while idle.
   installConsole();
   installApi();
+  guardWorker();
   send({ t: "ready" });
 
   const exec = await readFrame();

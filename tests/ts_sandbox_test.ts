@@ -163,3 +163,28 @@ Deno.test("TsChild.run() in a pooled child writes none of the code to Deno's emi
     }
   });
 });
+
+Deno.test("TsChild.run() makes a Worker option the sandbox refuses an error the code can catch", async () => {
+  await withTempRoot(async (options) => {
+    const child = await TsChild.spawn(options);
+    try {
+      const code = `
+const make = () => new Worker("data:application/javascript,1", {
+  type: "module",
+  deno: { permissions: { net: true } },
+} as WorkerOptions);
+try {
+  make();
+} catch (error) {
+  console.log((error as Error).name);
+}
+make();`;
+      const result = await child.run(wrapTypescript(code), LIMITS);
+      assertEquals(result.stdout, "TypeError\n");
+      assertEquals(result.error?.type, "TypeError", JSON.stringify(result));
+      assert(/deno\.permissions/.test(result.error?.message ?? ""), result.error?.message);
+    } finally {
+      await child.dispose();
+    }
+  });
+});
