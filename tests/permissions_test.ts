@@ -2,13 +2,13 @@ import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { type GrantedPermissions, narrowPermissions } from "../src/policy/permissions.ts";
 import { resolveSettings } from "../src/config/settings.ts";
-import { ExecutionRefusedError } from "../src/exec/result.ts";
+import { CodeExecutorError } from "../src/errors.ts";
 
 async function refusal(fn: () => Promise<unknown>): Promise<string> {
   try {
     await fn();
   } catch (error) {
-    if (error instanceof ExecutionRefusedError) return error.message;
+    if (error instanceof CodeExecutorError) return error.message;
     throw error;
   }
   throw new Error("expected a refusal");

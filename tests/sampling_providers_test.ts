@@ -10,8 +10,9 @@ import {
   providerFromEnv,
 } from "../src/sampling/providers.ts";
 import { parseRetryAfter } from "../src/sampling/retry.ts";
-import { SamplingError, type SamplingRequest } from "../src/sampling/types.ts";
+import type { SamplingRequest } from "../src/sampling/types.ts";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
+import { CodeExecutorError } from "../src/errors.ts";
 
 /** A key that no redaction pattern recognizes: only the backend's own care keeps it out. */
 const KEY = "test-key-8f3e2a9c71d4";
@@ -137,17 +138,17 @@ const REQUEST: SamplingRequest = {
   maxTokens: 64,
 };
 
-/** Runs `fn`, which must reject with a SamplingError, and returns that error. */
-async function samplingError(fn: () => Promise<unknown>): Promise<SamplingError> {
+/** Runs `fn`, which must reject with a CodeExecutorError, and returns that error. */
+async function samplingError(fn: () => Promise<unknown>): Promise<CodeExecutorError> {
   try {
     await fn();
   } catch (error) {
-    assert(error instanceof SamplingError, `expected a SamplingError, got ${error}`);
+    assert(error instanceof CodeExecutorError, `expected a CodeExecutorError, got ${error}`);
     assert(!String(error.message).includes(KEY), `the key leaked: ${error.message}`);
     assert(!String(error.stack).includes(KEY), "the key leaked into the stack");
     return error;
   }
-  throw new Error("Expected a SamplingError: the call succeeded");
+  throw new Error("Expected a CodeExecutorError: the call succeeded");
 }
 
 function signal(): AbortSignal {
@@ -517,7 +518,7 @@ Deno.test("createProviderBackend() cancels an in-flight request when the signal 
         })
       );
       assertEquals(seen.length, 1);
-      assertEquals(error.type, "SamplingCancelledError");
+      assertEquals(error.type, "Cancelled");
       assertMatch(error.message, /cancelled: the run ended or was cancelled/);
     },
   );
@@ -537,7 +538,7 @@ Deno.test("createProviderBackend() cancels a response body in flight when the si
           signal: controller.signal,
         })
       );
-      assertEquals(error.type, "SamplingCancelledError");
+      assertEquals(error.type, "Cancelled");
       await eventually(stalled.cancelled, "the server saw the body read aborted");
     },
   );
@@ -557,7 +558,7 @@ Deno.test("createProviderBackend() cancels a retry wait when the signal aborts",
           signal: controller.signal,
         })
       );
-      assertEquals(error.type, "SamplingCancelledError");
+      assertEquals(error.type, "Cancelled");
       assertEquals(seen.length, 1);
       // Far below the 30 s wait; the sanitizers also fail the test if its timer were left.
       assert(performance.now() - started < 20_000, "the wait was not cut short");
@@ -572,7 +573,7 @@ Deno.test("createProviderBackend() refuses a cancelled signal without a request"
         signal: AbortSignal.abort(),
       })
     );
-    assertEquals(error.type, "SamplingCancelledError");
+    assertEquals(error.type, "Cancelled");
     assertEquals(seen.length, 0);
   });
 });

@@ -7,16 +7,16 @@ import { assertEquals, assertMatch } from "./_assert.ts";
 import { loadSettings } from "../src/config/settings.ts";
 import { SamplingBudget } from "../src/sampling/budget.ts";
 import { checkQuestion, checkSampling } from "../src/sampling/rules.ts";
-import { SamplingError } from "../src/sampling/types.ts";
+import { CodeExecutorError } from "../src/errors.ts";
 
-function refusal(fn: () => unknown): SamplingError {
+function refusal(fn: () => unknown): CodeExecutorError {
   try {
     fn();
   } catch (error) {
-    if (error instanceof SamplingError) return error;
+    if (error instanceof CodeExecutorError) return error;
     throw error;
   }
-  throw new Error("Expected a SamplingError");
+  throw new Error("Expected a CodeExecutorError");
 }
 
 const user = { role: "user", content: "hi" };

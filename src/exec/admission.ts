@@ -6,7 +6,7 @@
  */
 import type { Settings } from "../config/settings.ts";
 import { RateLimiter } from "../policy/tool_policy.ts";
-import { ExecutionRefusedError } from "./result.ts";
+import { CodeExecutorError } from "../errors.ts";
 
 /** What a caller asked for, as far as admission is concerned. */
 export interface AdmissionRequest {
@@ -44,7 +44,7 @@ class Slots {
       return this.#releaser();
     }
     if (this.#waiting.length >= this.#maxQueued) {
-      throw new ExecutionRefusedError(
+      throw new CodeExecutorError(
         "QueueFullError",
         `Too many executions: ${this.#waiting.length} are already queued (limits.maxQueued); retry when earlier runs finish, or ask the admin to raise limits.maxConcurrent`,
       );
@@ -56,7 +56,7 @@ class Slots {
       };
       const onAbort = () => {
         this.#waiting = this.#waiting.filter((w) => w !== grant);
-        reject(new ExecutionRefusedError("Cancelled", "The execution was cancelled while queued"));
+        reject(new CodeExecutorError("Cancelled", "The execution was cancelled while queued"));
       };
       signal?.addEventListener("abort", onAbort, { once: true });
       this.#waiting.push(grant);
@@ -100,20 +100,20 @@ export class Admission {
    * @param code The code to run.
    * @param request The caller's timeout and LLM caps.
    * @returns The limits the run gets.
-   * @throws {ExecutionRefusedError} When the code or a requested limit is over the admin's.
+   * @throws {CodeExecutorError} When the code or a requested limit is over the admin's.
    */
   check(code: string, request: AdmissionRequest): AdmittedLimits {
     const limits = this.#settings.limits;
     const codeBytes = new TextEncoder().encode(code).length;
     if (codeBytes > limits.maxCodeBytes) {
-      throw new ExecutionRefusedError(
+      throw new CodeExecutorError(
         "CodeTooLarge",
         `Code is ${codeBytes} bytes, more than limits.maxCodeBytes (${limits.maxCodeBytes}); send smaller code and read large data through tools or files`,
       );
     }
     const timeoutMs = request.timeoutMs ?? limits.timeoutMs;
     if (timeoutMs > limits.maxTimeoutMs) {
-      throw new ExecutionRefusedError(
+      throw new CodeExecutorError(
         "LimitError",
         `timeoutMs ${timeoutMs} is above the admin's maximum of ${limits.maxTimeoutMs} ms (limits.maxTimeoutMs); pass a smaller timeoutMs`,
       );
@@ -126,12 +126,12 @@ export class Admission {
    *
    * @param signal Aborting it leaves the queue.
    * @returns The slot; call it to release.
-   * @throws {ExecutionRefusedError} Over the rate, with the queue full, or when cancelled.
+   * @throws {CodeExecutorError} Over the rate, with the queue full, or when cancelled.
    */
   async enter(signal?: AbortSignal): Promise<Release> {
     const wait = this.#starts.take("executions");
     if (wait !== undefined) {
-      throw new ExecutionRefusedError(
+      throw new CodeExecutorError(
         "RateLimitError",
         `Too many executions: the admin allows ${this.#settings.limits.executionsPerMinute} per minute (limits.executionsPerMinute); retry in ${
           Math.ceil(wait / 1000)
@@ -149,13 +149,13 @@ export class Admission {
       const value = asked?.[key];
       if (value === undefined) continue;
       if (!Number.isSafeInteger(value) || value < 1) {
-        throw new ExecutionRefusedError(
+        throw new CodeExecutorError(
           "LimitError",
           `sampling.${key} must be a positive integer, got ${value}`,
         );
       }
       if (value > caps[key]) {
-        throw new ExecutionRefusedError(
+        throw new CodeExecutorError(
           "LimitError",
           `sampling.${key} ${value} is above the admin's maximum of ${
             caps[key]

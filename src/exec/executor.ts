@@ -31,7 +31,7 @@ import {
   startPythonRuntime,
 } from "./py_runtime.ts";
 import { PyChild } from "./py_sandbox.ts";
-import { ExecutionRefusedError, type ExecutionResult } from "./result.ts";
+import type { ExecutionResult } from "./result.ts";
 import { recordRun } from "./run_audit.ts";
 import { findDeno, removeStaleDirs, sandboxFile } from "./runtime_files.ts";
 import type { RunLimits } from "./sandbox_process.ts";
@@ -40,6 +40,7 @@ import { ToolBridge } from "./tool_bridge.ts";
 import { scrubEmitCache, TsChild, type TsChildOptions } from "./ts_sandbox.ts";
 import { wrapTypescript } from "./ts_source.ts";
 import { WarmPool } from "./warm_pool.ts";
+import { CodeExecutorError } from "../errors.ts";
 
 type BaseChildOptions = Omit<TsChildOptions, "net" | "read" | "write">;
 
@@ -251,13 +252,14 @@ export class Executor {
     try {
       return await run();
     } catch (error) {
-      if (error instanceof ExecutionRefusedError) return error.toResult();
+      if (error instanceof CodeExecutorError) return error.toResult();
       this.#log.error(`Execution failed inside the server: ${(error as Error).stack ?? error}`);
-      return new ExecutionRefusedError(
+      return new CodeExecutorError(
         "SandboxStartError",
         `Cannot run the code: ${
           (error as Error).message
         }; check sandbox.denoPath (DENO_PATH) and the server log`,
+        { cause: error },
       ).toResult();
     }
   }
@@ -269,7 +271,7 @@ export class Executor {
     executionId: string,
   ): Promise<ExecutionResult> {
     if (this.#closing.signal.aborted) {
-      throw new ExecutionRefusedError("ShuttingDown", "The server is shutting down");
+      throw new CodeExecutorError("ShuttingDown", "The server is shutting down");
     }
     const { timeoutMs, caps } = this.#admission.check(code, options);
     const granted = await narrowPermissions(options.permissions, this.#settings);
@@ -355,10 +357,10 @@ export class Executor {
       clearTimeout(timer);
     }
     if (!pooled && deadline.signal.aborted) {
-      throw new ExecutionRefusedError("Cancelled", "The execution was cancelled");
+      throw new CodeExecutorError("Cancelled", "The execution was cancelled");
     }
     if (!pooled && expired.signal.aborted) {
-      throw new ExecutionRefusedError(
+      throw new CodeExecutorError(
         "TimeoutError",
         `Execution timed out after ${deadline.timeoutMs} ms while a Python sandbox was starting: retry, or pass a larger timeoutMs`,
       );

@@ -10,9 +10,9 @@ import type { Logger } from "../log.ts";
 import { PyChild, type PyChildOptions } from "./py_sandbox.ts";
 import { readWheels } from "./py_wheels.ts";
 import { ensurePyodideSnapshot, findPyodideDir } from "./pyodide.ts";
-import { ExecutionRefusedError } from "./result.ts";
 import { sandboxFile } from "./runtime_files.ts";
 import { WarmPool } from "./warm_pool.ts";
+import { CodeExecutorError } from "../errors.ts";
 
 /** What Python children are started from, found once. */
 export interface PythonRuntime {
@@ -119,7 +119,7 @@ export interface Deadline {
  * @param runtime The runtime being started.
  * @param deadline The run's time and cancellation.
  * @returns The runtime.
- * @throws {ExecutionRefusedError} At the deadline, on cancel, or when Python is unavailable.
+ * @throws {CodeExecutorError} At the deadline, on cancel, or when Python is unavailable.
  */
 export function pythonWithin(
   runtime: Promise<PythonRuntime>,
@@ -133,7 +133,7 @@ export function pythonWithin(
     const timer = setTimeout(() => {
       done();
       reject(
-        new ExecutionRefusedError(
+        new CodeExecutorError(
           "TimeoutError",
           `Execution timed out after ${deadline.timeoutMs} ms while Python was starting for the first time (building its memory snapshot); retry in a few seconds`,
         ),
@@ -141,7 +141,7 @@ export function pythonWithin(
     }, deadline.timeoutMs);
     const onAbort = () => {
       done();
-      reject(new ExecutionRefusedError("Cancelled", "The execution was cancelled"));
+      reject(new CodeExecutorError("Cancelled", "The execution was cancelled"));
     };
     deadline.signal.addEventListener("abort", onAbort, { once: true });
     runtime.then((value) => {
@@ -150,9 +150,10 @@ export function pythonWithin(
     }, (error) => {
       done();
       reject(
-        new ExecutionRefusedError(
+        new CodeExecutorError(
           "PythonUnavailable",
           `Python is unavailable: ${(error as Error).message}`,
+          { cause: error },
         ),
       );
     });

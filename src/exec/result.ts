@@ -3,16 +3,9 @@
  *
  * @module
  */
+import type { ExecutionErrorInfo } from "../errors.ts";
 
-/** What went wrong in an execution, in a form the model can act on. */
-export interface ExecutionErrorInfo {
-  /** A stable name: `TimeoutError`, `MemoryLimitError`, a JavaScript error name, … */
-  type: string;
-  /** What failed and what to change. */
-  message: string;
-  /** The stack trace, pointing at the code's own line numbers where possible. */
-  traceback?: string;
-}
+export type { ExecutionErrorInfo } from "../errors.ts";
 
 /** One upstream tool call made by the code. */
 export interface ToolCallRecord {
@@ -56,35 +49,6 @@ export interface ExecutionResult {
   truncated?: boolean;
   /** Set when the code asked an LLM. */
   sampling?: SamplingSummary;
-}
-
-/**
- * An execution that could not start or was refused; it renders as a tool error result.
- */
-export class ExecutionRefusedError extends Error {
-  /** A stable error type for {@linkcode ExecutionErrorInfo.type}. */
-  readonly type: string;
-  /**
-   * @param type A stable error type, for example `PermissionError`.
-   * @param message What was refused and which setting or argument to change.
-   */
-  constructor(type: string, message: string) {
-    super(message);
-    this.name = "ExecutionRefusedError";
-    this.type = type;
-  }
-
-  /** Renders the refusal as a failed {@linkcode ExecutionResult}. */
-  toResult(): ExecutionResult {
-    return {
-      ok: false,
-      stdout: "",
-      stderr: "",
-      error: { type: this.type, message: this.message },
-      durationMs: 0,
-      toolCalls: [],
-    };
-  }
 }
 
 /**

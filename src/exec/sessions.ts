@@ -5,7 +5,7 @@
  * @module
  */
 import type { Logger } from "../log.ts";
-import { ExecutionRefusedError } from "./result.ts";
+import { CodeExecutorError } from "../errors.ts";
 
 /** What a session needs from its child. */
 export interface SessionChild {
@@ -56,11 +56,11 @@ export class SessionStore<T extends SessionChild> {
    * @param create Starts a child for a new session.
    * @param fn The run.
    * @returns What `fn` returns.
-   * @throws {ExecutionRefusedError} For a malformed id or when the cap is reached.
+   * @throws {CodeExecutorError} For a malformed id or when the cap is reached.
    */
   use<R>(id: string, create: () => Promise<T>, fn: (child: T) => Promise<R>): Promise<R> {
     if (!SESSION_ID.test(id)) {
-      throw new ExecutionRefusedError(
+      throw new CodeExecutorError(
         "SessionError",
         `Invalid session id "${
           id.slice(0, 40)
@@ -70,7 +70,7 @@ export class SessionStore<T extends SessionChild> {
     let session = this.#sessions.get(id);
     if (!session) {
       if (this.#sessions.size >= this.#max) {
-        throw new ExecutionRefusedError(
+        throw new CodeExecutorError(
           "SessionLimitError",
           `Cannot open session "${id}": ${this.#max} sessions are open (${this.#settingPrefix}.maxSessions); reuse one of them, or wait until an idle one expires after ${
             Math.round(this.#ttlMs / 1000)

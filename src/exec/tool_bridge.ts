@@ -9,26 +9,20 @@
 import type { Settings } from "../config/settings.ts";
 import type { ToolPolicy } from "../policy/tool_policy.ts";
 import type { ClientSession } from "../sampling/session.ts";
-import { SamplingError } from "../sampling/types.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { UpstreamMessageTooLarge } from "../upstream/pool.ts";
 import { toolSignature } from "../upstream/signatures.ts";
 import type { ToolCallRecord } from "./result.ts";
+import { CodeExecutorError } from "../errors.ts";
 
 /** A reply frame body: a value, or an error the runner rethrows. */
 export type BridgeReply =
   | { ok: true; value: unknown }
   | { ok: false; error: { type: string; message: string } };
 
-class BridgeError extends Error {
-  constructor(readonly type: string, message: string) {
-    super(message);
-  }
-}
-
 function str(value: unknown, field: string, max = 1000): string {
   if (typeof value !== "string" || value.length === 0 || value.length > max) {
-    throw new BridgeError("TypeError", `${field} must be a non-empty string`);
+    throw new CodeExecutorError("TypeError", `${field} must be a non-empty string`);
   }
   return value;
 }
@@ -36,7 +30,7 @@ function str(value: unknown, field: string, max = 1000): string {
 function argsObject(value: unknown, name: string): Record<string, unknown> {
   if (value === undefined || value === null) return {};
   if (typeof value !== "object" || Array.isArray(value)) {
-    throw new BridgeError(
+    throw new CodeExecutorError(
       "TypeError",
       `Arguments for ${name} must be an object, got ${
         Array.isArray(value) ? "an array" : typeof value
@@ -122,9 +116,7 @@ export class ToolBridge {
     try {
       return { ok: true, value: await this.#dispatch(frame) };
     } catch (error) {
-      if (error instanceof BridgeError || error instanceof SamplingError) {
-        return { ok: false, error: { type: error.type, message: error.message } };
-      }
+      if (error instanceof CodeExecutorError) return error.toReply();
       return {
         ok: false,
         error: { type: "ToolCallError", message: (error as Error).message ?? String(error) },
@@ -135,12 +127,18 @@ export class ToolBridge {
   async #dispatch(frame: Record<string, unknown>): Promise<unknown> {
     if (frame.op === "sample" || frame.op === "elicit" || frame.op === "progress") {
       if (!this.#client) {
-        throw new BridgeError("TypeError", `Sandbox request "${frame.op}" is not available here`);
+        throw new CodeExecutorError(
+          "TypeError",
+          `Sandbox request "${frame.op}" is not available here`,
+        );
       }
       return await this.#client.handle(frame.op, frame.args);
     }
     if (!this.#hub) {
-      throw new BridgeError("ToolCallError", "No MCP servers are available to this execution");
+      throw new CodeExecutorError(
+        "ToolCallError",
+        "No MCP servers are available to this execution",
+      );
     }
     const catalog = this.#hub.catalog;
     switch (frame.op) {
@@ -188,7 +186,7 @@ export class ToolBridge {
         };
       }
       default:
-        throw new BridgeError("TypeError", `Unknown sandbox request "${String(frame.op)}"`);
+        throw new CodeExecutorError("TypeError", `Unknown sandbox request "${String(frame.op)}"`);
     }
   }
 
@@ -219,9 +217,9 @@ export class ToolBridge {
     const hub = this.#hub!;
     const tools = this.#settings.tools;
     const refusal = this.#policy.check(name);
-    if (refusal) throw new BridgeError("ToolPolicyError", refusal);
+    if (refusal) throw new CodeExecutorError("ToolPolicyError", refusal);
     if (this.#calls >= tools.maxCallsPerExecution) {
-      throw new BridgeError(
+      throw new CodeExecutorError(
         "ToolPolicyError",
         `Cannot call tool "${name}": this execution already made ${tools.maxCallsPerExecution} tool calls (tools.maxCallsPerExecution); batch the work or split it across runs`,
       );
@@ -230,10 +228,10 @@ export class ToolBridge {
     const entry = await hub.catalog.lookup(name);
     const args = argsObject(rawArgs, name);
     const invalid = hub.catalog.validator(entry)(args);
-    if (invalid) throw new BridgeError("ToolValidationError", invalid);
+    if (invalid) throw new CodeExecutorError("ToolValidationError", invalid);
     const wait = hub.limiter.take(entry.server);
     if (wait !== undefined) {
-      throw new BridgeError(
+      throw new CodeExecutorError(
         "RateLimitError",
         `Cannot call tool "${name}": server "${entry.server}" allows ${tools.callsPerMinutePerServer} calls per minute (tools.callsPerMinutePerServer); retry in ${
           Math.ceil(wait / 1000)
@@ -246,16 +244,16 @@ export class ToolBridge {
       signal: this.#signal,
     }).catch((error) => {
       if (!(error instanceof UpstreamMessageTooLarge)) throw error;
-      throw new BridgeError(
+      throw new CodeExecutorError(
         "ToolResultTooLarge",
         `The result of ${name} is more than ${error.limit} bytes, more than tools.maxResultBytes (${tools.maxResultBytes}); ask the tool for less (paging, filters)`,
       );
     });
-    if (result.isError) throw new BridgeError("ToolError", upstreamErrorText(result));
+    if (result.isError) throw new CodeExecutorError("ToolError", upstreamErrorText(result));
     const value = unwrapResult(result);
     const size = new TextEncoder().encode(JSON.stringify(value) ?? "").length;
     if (size > tools.maxResultBytes) {
-      throw new BridgeError(
+      throw new CodeExecutorError(
         "ToolResultTooLarge",
         `The result of ${name} is ${size} bytes, more than tools.maxResultBytes (${tools.maxResultBytes}); ask the tool for less (paging, filters)`,
       );

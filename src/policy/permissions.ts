@@ -11,9 +11,9 @@
  */
 import { isAbsolute } from "node:path";
 import type { Settings } from "../config/settings.ts";
-import { ExecutionRefusedError } from "../exec/result.ts";
 import { formatHostEntry, type HostEntry, parseHostEntry } from "./hosts.ts";
 import { type BlockedEntry, findBlockedEntries, isWithin } from "./path_scan.ts";
+import { CodeExecutorError } from "../errors.ts";
 
 /** What a caller asks to grant to sandbox code. */
 export interface RequestedPermissions {
@@ -59,7 +59,7 @@ export const MAX_SCAN_DEPTH = 64;
 export const MAX_BLOCKED_ENTRIES = 256;
 
 function refuse(message: string): never {
-  throw new ExecutionRefusedError("PermissionError", message);
+  throw new CodeExecutorError("PermissionError", message);
 }
 
 function narrowNet(requested: string[], allowed: string[]): string[] {
@@ -252,7 +252,7 @@ async function narrowPaths(
  * @param settings The admin's settings.
  * @param options Limits of the symlink check.
  * @returns The permissions to grant, with canonical hosts, real paths and the paths to block.
- * @throws {ExecutionRefusedError} Naming the entry that was refused and the setting that governs it.
+ * @throws {CodeExecutorError} Naming the entry that was refused and the setting that governs it.
  *
  * @example
  * ```ts

@@ -3,7 +3,8 @@
  *
  * @module
  */
-import { SamplingError, type SamplingUsage } from "./types.ts";
+import type { SamplingUsage } from "./types.ts";
+import { CodeExecutorError } from "../errors.ts";
 
 /**
  * Estimates the tokens of a text when the backend does not count them (the MCP client's
@@ -68,12 +69,12 @@ export class SamplingBudget {
    * @param inputTokens The estimated input of the round.
    * @param wantedOutput The output tokens the call asks for.
    * @returns The output tokens the round may produce.
-   * @throws {SamplingError} `SamplingBudgetError` when the rounds or the tokens are used up.
+   * @throws {CodeExecutorError} `SamplingBudgetError` when the rounds or the tokens are used up.
    */
   reserve(inputTokens: number, wantedOutput: number): number {
     const { maxRounds, maxTokens } = this.#caps;
     if (this.#started >= maxRounds) {
-      throw new SamplingError(
+      throw new CodeExecutorError(
         "SamplingBudgetError",
         `Cannot ask the LLM: this execution already made ${maxRounds} rounds, its cap (sampling.maxRounds); batch the questions into fewer rounds or split the work across runs`,
       );
@@ -81,7 +82,7 @@ export class SamplingBudget {
     const used = this.#totals.inputTokens + this.#totals.outputTokens + this.#reserved;
     const room = maxTokens - used - inputTokens;
     if (room < 1) {
-      throw new SamplingError(
+      throw new CodeExecutorError(
         "SamplingBudgetError",
         `Cannot ask the LLM: this round needs about ${inputTokens} input tokens and the execution has ${
           Math.max(0, maxTokens - used)

@@ -13,12 +13,8 @@
  * @module
  */
 import { postJsonWithRetry } from "./retry.ts";
-import {
-  type SamplingBackend,
-  SamplingError,
-  type SamplingRequest,
-  type SamplingResponse,
-} from "./types.ts";
+import type { SamplingBackend, SamplingRequest, SamplingResponse } from "./types.ts";
+import { CodeExecutorError } from "../errors.ts";
 
 /** The provider APIs a {@linkcode ProviderConfig} can name. */
 export type ProviderName = "anthropic" | "openai" | "gemini";
@@ -147,7 +143,7 @@ export function createProviderBackend(
     async createMessage(request, { signal }): Promise<SamplingResponse> {
       const model = modelName(checked.provider, request.model ?? checked.model);
       if (checked.allowedModels && !checked.allowedModels.includes(model)) {
-        throw new SamplingError(
+        throw new CodeExecutorError(
           "SamplingPolicyError",
           `Cannot use model "${model}": it is not in ${settingsPath}.allowedModels (${
             checked.allowedModels.join(", ") || "empty"
@@ -171,12 +167,13 @@ export function createProviderBackend(
       try {
         return parseResponse(checked.provider, raw, model, request);
       } catch (error) {
-        if (error instanceof SamplingError) throw error;
-        throw new SamplingError(
+        if (error instanceof CodeExecutorError) throw error;
+        throw new CodeExecutorError(
           "SamplingProviderError",
           `Sampling request to ${checked.provider} failed: ${
             error instanceof Error ? error.message : String(error)
           }; check ${settingsPath}.baseUrl points at a ${checked.provider} API`,
+          { cause: error },
         );
       }
     },
@@ -318,7 +315,7 @@ function keyOf(config: CheckedConfig, env: (name: string) => string | undefined)
     const key = env(name)?.trim();
     if (key) return { key, env: name };
   }
-  throw new SamplingError(
+  throw new CodeExecutorError(
     "SamplingConfigError",
     `Cannot call ${config.provider}: no API key; set the environment variable ${
       config.keyEnvs.join(" or ")
@@ -457,7 +454,7 @@ function parseResponse(
       if (!Array.isArray(candidates) || candidates.length === 0) {
         const feedback = body.promptFeedback as Json | undefined;
         if (feedback?.blockReason) {
-          throw new SamplingError(
+          throw new CodeExecutorError(
             "SamplingProviderError",
             `Sampling request to gemini was refused: Gemini blocked the prompt (${
               String(feedback.blockReason).slice(0, 100)

@@ -1,12 +1,12 @@
 /**
  * One JSON POST to a provider API, with an overall deadline, cancellation and retries on 429
- * and 5xx that honor `retry-after`. Every failure becomes a {@linkcode SamplingError} whose
+ * and 5xx that honor `retry-after`. Every failure becomes a {@linkcode CodeExecutorError} whose
  * message is redacted and never contains the API key.
  *
  * @module
  */
 import { redactText } from "../policy/audit.ts";
-import { SamplingError } from "./types.ts";
+import { CodeExecutorError } from "../errors.ts";
 
 /** The longest `retry-after` this client waits; a provider asking for more fails the request. */
 export const MAX_RETRY_AFTER_MS = 60_000;
@@ -62,8 +62,8 @@ interface AttemptFailure {
  * @param url The endpoint.
  * @param options Body, headers, budget, retries and the caller's signal.
  * @returns The parsed response body.
- * @throws {SamplingError} `SamplingTimeoutError` when `timeoutMs` runs out,
- * `SamplingCancelledError` when `signal` aborts, `SamplingProviderError` for a refused request,
+ * @throws {CodeExecutorError} `SamplingTimeoutError` when `timeoutMs` runs out,
+ * `Cancelled` when `signal` aborts, `SamplingProviderError` for a refused request,
  * exhausted retries or an answer that is not JSON.
  */
 export async function postJsonWithRetry(url: string, options: PostJsonOptions): Promise<unknown> {
@@ -157,8 +157,8 @@ function backoffMs(attempt: number): number {
 
 function throwIfCancelled(options: PostJsonOptions): void {
   if (options.signal.aborted) {
-    throw new SamplingError(
-      "SamplingCancelledError",
+    throw new CodeExecutorError(
+      "Cancelled",
       `Sampling request to ${options.provider} cancelled: the run ended or was cancelled`,
       { cause: options.signal.reason },
     );
@@ -171,8 +171,8 @@ function throwIfStopped(options: PostJsonOptions, deadline: AbortSignal, cause: 
   if (deadline.aborted) throw timedOut(options, cause);
 }
 
-function timedOut(options: PostJsonOptions, cause?: unknown): SamplingError {
-  return new SamplingError(
+function timedOut(options: PostJsonOptions, cause?: unknown): CodeExecutorError {
+  return new CodeExecutorError(
     "SamplingTimeoutError",
     `Sampling request to ${options.provider} timed out: no answer within ${options.timeoutMs} ms ` +
       `(${options.settingsPath}.timeoutMs); raise that setting or ask for fewer tokens`,
@@ -190,7 +190,7 @@ async function readJson(
     text = await readCapped(response, MAX_RESPONSE_BYTES);
   } catch (error) {
     throwIfStopped(options, deadline, error);
-    throw new SamplingError(
+    throw new CodeExecutorError(
       "SamplingProviderError",
       `Sampling request to ${options.provider} failed: reading the answer failed: ${
         clean(errorText(error), options.secrets)
@@ -200,7 +200,7 @@ async function readJson(
   try {
     return JSON.parse(text);
   } catch {
-    throw new SamplingError(
+    throw new CodeExecutorError(
       "SamplingProviderError",
       `Sampling request to ${options.provider} failed: HTTP ${response.status} answer is not ` +
         `JSON: ${clean(text, options.secrets)}; check ${options.settingsPath}.baseUrl`,
@@ -270,7 +270,7 @@ async function readCapped(response: Response, limit: number): Promise<string> {
   return new TextDecoder().decode(bytes);
 }
 
-function refused(failure: AttemptFailure, options: PostJsonOptions): SamplingError {
+function refused(failure: AttemptFailure, options: PostJsonOptions): CodeExecutorError {
   let hint: string;
   if ((failure.status === 401 || failure.status === 403) && options.apiKeyEnv) {
     hint = `check the API key in ${options.apiKeyEnv}`;
@@ -282,7 +282,7 @@ function refused(failure: AttemptFailure, options: PostJsonOptions): SamplingErr
   } else {
     hint = "change the request (model, prompt or maxTokens)";
   }
-  return new SamplingError(
+  return new CodeExecutorError(
     "SamplingProviderError",
     `Sampling request to ${options.provider} was refused: ${failure.detail}; ${hint}`,
   );
@@ -292,13 +292,13 @@ function exhausted(
   failure: AttemptFailure,
   attempts: number,
   options: PostJsonOptions,
-): SamplingError {
+): CodeExecutorError {
   const hint = failure.status === 429
     ? "the provider is rate limiting: wait, make fewer sampling calls, or raise the account's limit"
     : failure.status === 0
     ? `cannot reach the provider: check ${options.settingsPath}.baseUrl and the network`
     : "the provider is failing or overloaded: try again later or configure another provider";
-  return new SamplingError(
+  return new CodeExecutorError(
     "SamplingProviderError",
     `Sampling request to ${options.provider} failed after ${attempts} attempt${
       attempts === 1 ? "" : "s"
@@ -311,11 +311,11 @@ function retryAfterTooLong(
   wait: number,
   remaining: number,
   options: PostJsonOptions,
-): SamplingError {
+): CodeExecutorError {
   const limit = remaining < MAX_RETRY_AFTER_MS
     ? `only ${Math.max(0, Math.round(remaining))} ms remain of ${options.settingsPath}.timeoutMs`
     : `this client waits at most ${MAX_RETRY_AFTER_MS / 1000} s`;
-  return new SamplingError(
+  return new CodeExecutorError(
     "SamplingProviderError",
     `Sampling request to ${options.provider} failed: ${failure.detail}; the provider asked to ` +
       `retry after ${Math.ceil(wait / 1000)} s but ${limit}; try again later`,

@@ -5,7 +5,8 @@
  *
  * @module
  */
-import { SamplingError, type SamplingMessage } from "./types.ts";
+import type { SamplingMessage } from "./types.ts";
+import { CodeExecutorError } from "../errors.ts";
 
 /** Characters of text one round may send (prompts and system prompt together). */
 export const MAX_PROMPT_CHARS = 1_000_000;
@@ -28,7 +29,7 @@ const SAMPLE_FIELDS = new Set(["messages", "systemPrompt", "maxTokens", "model"]
 const MESSAGE_FIELDS = new Set(["role", "content"]);
 
 function refuse(message: string): never {
-  throw new SamplingError("TypeError", message);
+  throw new CodeExecutorError("TypeError", message);
 }
 
 function plainObject(value: unknown, what: string): Record<string, unknown> {
@@ -47,7 +48,7 @@ function onlyFields(value: Record<string, unknown>, allowed: Set<string>, what: 
 
 function checkSystemPrompt(text: string, allowed: readonly string[]): void {
   if (allowed.includes("*") || allowed.includes(text)) return;
-  throw new SamplingError(
+  throw new CodeExecutorError(
     "SamplingPolicyError",
     allowed.length === 0
       ? "System prompt refused: the admin allows no system prompts (sampling.allowedSystemPrompts); put the instructions in the user message"
@@ -65,7 +66,7 @@ function checkSystemPrompt(text: string, allowed: readonly string[]): void {
  * @param raw The frame's `args` (untrusted).
  * @param allowedSystemPrompts `sampling.allowedSystemPrompts`.
  * @returns The checked call.
- * @throws {SamplingError} `TypeError` for a malformed call, `SamplingPolicyError` for a refused
+ * @throws {CodeExecutorError} `TypeError` for a malformed call, `SamplingPolicyError` for a refused
  *   system prompt.
  */
 export function checkSampling(
@@ -104,7 +105,7 @@ export function checkSampling(
   }
   for (const text of systems) checkSystemPrompt(text, allowedSystemPrompts);
   if (systems.size > 1) {
-    throw new SamplingError(
+    throw new CodeExecutorError(
       "SamplingPolicyError",
       "System prompt refused: a round may carry one system prompt, and this one has several (systemPrompt and system messages); send one",
     );
@@ -147,7 +148,7 @@ export interface CheckedQuestion {
  *
  * @param raw The frame's `args` (untrusted).
  * @returns The checked question.
- * @throws {SamplingError} `TypeError` for a malformed call.
+ * @throws {CodeExecutorError} `TypeError` for a malformed call.
  */
 export function checkQuestion(raw: unknown): CheckedQuestion {
   const args = plainObject(raw, "askUser's arguments");

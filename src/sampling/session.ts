@@ -14,12 +14,8 @@ import { type AuditLog, redact, redactText } from "../policy/audit.ts";
 import { type BudgetCaps, estimateTokens, SamplingBudget, type SamplingTotals } from "./budget.ts";
 import type { ClientChannel } from "./channel.ts";
 import { checkQuestion, checkSampling } from "./rules.ts";
-import {
-  type SamplingBackend,
-  SamplingError,
-  type SamplingRequest,
-  type SamplingResponse,
-} from "./types.ts";
+import type { SamplingBackend, SamplingRequest, SamplingResponse } from "./types.ts";
+import { CodeExecutorError } from "../errors.ts";
 
 /** Progress notifications one execution may send; later ones are dropped. */
 export const MAX_PROGRESS_NOTIFICATIONS = 1000;
@@ -74,7 +70,7 @@ export class ClientSession {
    * @param op `sample`, `elicit` or `progress`.
    * @param args The frame's `args` (untrusted).
    * @returns The value for the sandbox.
-   * @throws {SamplingError} With a type sandbox code sees as the error's name.
+   * @throws {CodeExecutorError} With a type sandbox code sees as the error's name.
    */
   handle(op: string, args: unknown): Promise<unknown> {
     switch (op) {
@@ -86,7 +82,9 @@ export class ClientSession {
         this.#userProgress(args);
         return Promise.resolve(null);
       default:
-        return Promise.reject(new SamplingError("TypeError", `Unknown sandbox request "${op}"`));
+        return Promise.reject(
+          new CodeExecutorError("TypeError", `Unknown sandbox request "${op}"`),
+        );
     }
   }
 
@@ -111,7 +109,7 @@ export class ClientSession {
     const args = (typeof raw === "object" && raw !== null ? raw : {}) as Record<string, unknown>;
     const { done, total, message } = args;
     if (typeof done !== "number" || !Number.isFinite(done)) {
-      throw new SamplingError(
+      throw new CodeExecutorError(
         "TypeError",
         "progress(done, total?, message?): done must be a number",
       );
@@ -120,13 +118,13 @@ export class ClientSession {
       total !== undefined && total !== null &&
       (typeof total !== "number" || !Number.isFinite(total))
     ) {
-      throw new SamplingError(
+      throw new CodeExecutorError(
         "TypeError",
         "progress(done, total?, message?): total must be a number",
       );
     }
     if (message !== undefined && message !== null && typeof message !== "string") {
-      throw new SamplingError(
+      throw new CodeExecutorError(
         "TypeError",
         "progress(done, total?, message?): message must be a string",
       );
@@ -144,7 +142,7 @@ export class ClientSession {
     if (fallback) return fallback;
     const why = channel?.noSampling ??
       "this execution has no MCP client (it was started from the command line)";
-    throw new SamplingError(
+    throw new CodeExecutorError(
       "SamplingUnavailable",
       `Cannot ask the LLM: ${why}, and no provider API is configured; the admin can set sampling.provider (or CODE_EXECUTOR_AI_PROVIDER and its API key)`,
     );
@@ -153,7 +151,7 @@ export class ClientSession {
   async #sample(raw: unknown): Promise<unknown> {
     const { settings, signal } = this.#options;
     if (!settings.enabled) {
-      throw new SamplingError(
+      throw new CodeExecutorError(
         "SamplingDisabled",
         "Cannot ask the LLM: sampling is off on this server; the admin turns it on with sampling.enabled (CODE_EXECUTOR_SAMPLING_ENABLED=true)",
       );
@@ -184,7 +182,7 @@ export class ClientSession {
     const timeout = new AbortController();
     const timer = setTimeout(() => timeout.abort(), settings.requestTimeoutMs);
     let response: SamplingResponse | undefined;
-    let failure: SamplingError | undefined;
+    let failure: CodeExecutorError | undefined;
     try {
       response = await backend.createMessage(request, {
         signal: AbortSignal.any([signal, timeout.signal]),
@@ -205,19 +203,24 @@ export class ClientSession {
     };
   }
 
-  #failure(error: unknown, backend: SamplingBackend, timedOut: boolean): SamplingError {
+  #failure(error: unknown, backend: SamplingBackend, timedOut: boolean): CodeExecutorError {
     if (timedOut) {
-      return new SamplingError(
-        "SamplingTimeout",
+      return new CodeExecutorError(
+        "SamplingTimeoutError",
         `The LLM (${backend.name}) did not answer within sampling.requestTimeoutMs (${this.#options.settings.requestTimeoutMs} ms); ask for less output or retry`,
+        { cause: error },
       );
     }
     if (this.#options.signal.aborted) {
-      return new SamplingError("Cancelled", "The LLM request was cancelled: the execution ended");
+      return new CodeExecutorError(
+        "Cancelled",
+        "The LLM request was cancelled: the execution ended",
+        { cause: error },
+      );
     }
-    if (error instanceof SamplingError) return error;
-    return new SamplingError(
-      "SamplingError",
+    if (error instanceof CodeExecutorError) return error;
+    return new CodeExecutorError(
+      "SamplingProviderError",
       `The LLM request failed (${backend.name}): ${
         redactText(error instanceof Error ? error.message : String(error))
       }`,
@@ -231,7 +234,7 @@ export class ClientSession {
     round: number,
     ms: number,
     response: SamplingResponse | undefined,
-    failure: SamplingError | undefined,
+    failure: CodeExecutorError | undefined,
   ): void {
     const { audit, executionId, settings } = this.#options;
     if (!audit) return;
@@ -259,14 +262,14 @@ export class ClientSession {
   async #elicit(raw: unknown): Promise<unknown> {
     const { settings, channel, signal, audit, executionId } = this.#options;
     if (!settings.elicitation) {
-      throw new SamplingError(
+      throw new CodeExecutorError(
         "ElicitationUnavailable",
         "Cannot ask the user: the admin turned askUser off (sampling.elicitation)",
       );
     }
     const question = checkQuestion(raw);
     if (!channel?.elicit) {
-      throw new SamplingError(
+      throw new CodeExecutorError(
         "ElicitationUnavailable",
         `Cannot ask the user: ${
           channel?.noElicitation ??
@@ -286,9 +289,13 @@ export class ClientSession {
       return content === undefined ? { action } : { action, content };
     } catch (error) {
       if (signal.aborted) {
-        throw new SamplingError("Cancelled", "The question was cancelled: the execution ended");
+        throw new CodeExecutorError(
+          "Cancelled",
+          "The question was cancelled: the execution ended",
+          { cause: error },
+        );
       }
-      throw new SamplingError(
+      throw new CodeExecutorError(
         "ElicitationError",
         `Cannot ask the user: ${
           redactText(error instanceof Error ? error.message : String(error))

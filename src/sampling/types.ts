@@ -55,23 +55,10 @@ export interface SamplingBackend {
    * @param request The checked request.
    * @param options `signal` cancels the request (the run ended or was cancelled).
    * @returns The completion.
-   * @throws {SamplingError} When the backend refuses or fails; the message says what to change.
+   * @throws {CodeExecutorError} When the backend refuses or fails; the message says what to change.
    */
   createMessage(
     request: SamplingRequest,
     options: { signal: AbortSignal },
   ): Promise<SamplingResponse>;
-}
-
-/** A sampling request failed or was refused; sandbox code sees `type` as the error's name. */
-export class SamplingError extends Error {
-  /**
-   * @param type A stable error type, for example `SamplingBudgetError`.
-   * @param message What failed and what to change.
-   * @param options The underlying error, if any.
-   */
-  constructor(readonly type: string, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = "SamplingError";
-  }
 }
