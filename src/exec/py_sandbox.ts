@@ -10,6 +10,7 @@ import { pathToFileURL } from "node:url";
 import type { Logger } from "../log.ts";
 import { type LocalWheel, wheelModules } from "./py_wheels.ts";
 import type { ExecutionResult } from "./result.ts";
+import { pythonPrelude } from "./runtime_files.ts";
 import { type RunLimits, SandboxProcess } from "./sandbox_process.ts";
 
 /** Modules Python code may import when the admin has not chosen a list. */
@@ -173,7 +174,12 @@ export class PyChild {
   #boot: PyBootInfo | undefined;
   #fatal: string | undefined;
 
-  private constructor(process: SandboxProcess, opts: PyChildOptions, wheels: WheelFrame[]) {
+  private constructor(
+    process: SandboxProcess,
+    opts: PyChildOptions,
+    wheels: WheelFrame[],
+    prelude: string,
+  ) {
     this.#process = process;
     this.#log = opts.log;
     this.#session = opts.session === true;
@@ -189,6 +195,8 @@ export class PyChild {
       session: this.#session,
       allowedImports: withWheelModules(opts.allowedImports ?? DEFAULT_PYTHON_IMPORTS, wheels),
       wheels: wheels.map(({ name, data }) => ({ name, data })),
+      // Run only by a Worker that cannot use the snapshot, which only the Worker finds out: 18 KB.
+      prelude,
     }).catch(() => {});
   }
 
@@ -197,11 +205,13 @@ export class PyChild {
    *
    * @param opts Locations, limits and mode.
    * @returns The started child.
-   * @throws {Deno.errors.NotFound} When the `deno` executable cannot be found.
+   * @throws {Deno.errors.NotFound} When the `deno` executable or `sandbox/py_prelude.py` cannot
+   * be found.
    * @throws {SyntaxError} When a wheel is not a zip archive with a `.dist-info` directory.
    */
   static async spawn(opts: PyChildOptions): Promise<PyChild> {
     const wheels = (opts.wheels ?? []).map(wheelFrame);
+    const prelude = await pythonPrelude();
     const read = [opts.pyodideDir, opts.workerPath];
     if (opts.snapshotPath) read.push(opts.snapshotPath);
     const process = await SandboxProcess.start({
@@ -220,7 +230,7 @@ export class PyChild {
         opts.hostPath,
       ],
     });
-    return new PyChild(process, opts, wheels);
+    return new PyChild(process, opts, wheels, prelude);
   }
 
   /** The child's process id. */

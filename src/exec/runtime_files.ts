@@ -42,6 +42,37 @@ export async function sandboxFile(name: string, cacheDir: string): Promise<strin
 }
 
 /**
+ * Reads a file under `sandbox/` as text, from a checkout or from inside a compiled binary (built
+ * with `--include sandbox/`). It is for files the host hands to a child, which then needs no
+ * permission to read them.
+ *
+ * @param name The file under `sandbox/`.
+ * @returns Its text.
+ * @throws {Deno.errors.NotFound} When the file is missing (a binary compiled without it).
+ */
+export function readSandboxText(name: string): Promise<string> {
+  return Deno.readTextFile(new URL(`../../sandbox/${name}`, import.meta.url));
+}
+
+let prelude: Promise<string> | undefined;
+
+/**
+ * Returns the Python half of the sandbox, `sandbox/py_prelude.py`, read once. Python children get
+ * it in their `init` frame and run it when they boot without the memory snapshot; the snapshot is
+ * keyed by its hash.
+ *
+ * @returns The prelude's text.
+ * @throws {Deno.errors.NotFound} When the file is missing.
+ */
+export function pythonPrelude(): Promise<string> {
+  prelude ??= readSandboxText("py_prelude.py").catch((error) => {
+    prelude = undefined;
+    throw error;
+  });
+  return prelude;
+}
+
+/**
  * Removes private directories left by a host that died without cleaning up (SIGKILL).
  *
  * @param tempRoot The directory children are created in.
