@@ -349,8 +349,16 @@ def _to_json(value):
 
 
 def _compile(source):
-    return _CodeRunner(source, filename=FILENAME, dedent=False,
-                       flags=_ast.PyCF_ALLOW_TOP_LEVEL_AWAIT).compile()
+    # An assignment last (`x = 1 + 2`, `a = b = 5`, `y: int = 4`, `n += 1`) returns the value of
+    # its target name, like a last expression, as models expect of run_python.
+    runner = _CodeRunner(source, filename=FILENAME, dedent=False,
+                         return_mode="last_expr_or_assign",
+                         flags=_ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    body = runner.ast.body
+    # Pyodide would read back the name of a bare annotation (`y: int`), which is unbound.
+    if body and isinstance(body[-1], _ast.AnnAssign) and body[-1].value is None:
+        body.append(_ast.Pass())
+    return runner.compile()
 
 
 def _flush():

@@ -289,8 +289,8 @@ export class PyChild {
   }
 
   /**
-   * Runs Python code. The value of the last expression becomes `returnValue`; top-level
-   * `await` works. A child without `session` runs once.
+   * Runs Python code. The value of the last expression, or of the name a last assignment binds,
+   * becomes `returnValue`; top-level `await` works. A child without `session` runs once.
    *
    * At `timeoutMs` the child is asked to interrupt the code (KeyboardInterrupt, reported as a
    * `TimeoutError` with the code's traceback); code that does not stop within `graceMs` is
