@@ -145,9 +145,10 @@ function resultFrame(body: unknown): Record<string, unknown> {
       t: "result",
       ok: false,
       error: {
-        type: "ReturnValueTooLarge",
+        // The type TypeScript reports for a return value past the limit: one condition, one type.
+        type: "OutputLimitError",
         message:
-          `The value of the last expression is larger than ${MAX_RESULT_CHARS} characters as JSON: return less (a summary, or print part of it)`,
+          `Return value too large: the value of the last expression or assignment is more than ${MAX_RESULT_CHARS} characters of JSON; return less (a summary, or print part of it)`,
       },
     };
   }

@@ -373,9 +373,11 @@ def _failure(error):
     if isinstance(error, SystemExit):
         if error.code is None or error.code == 0:
             return _json.dumps({"ok": True})
+        # The same type as TypeScript's Deno.exit(n): one condition, one error.type.
         return _json.dumps({"ok": False, "error": {
-            "type": "SystemExit",
-            "message": f"The code called exit({error.code!r}): raise an exception or end normally instead",
+            "type": "SandboxExit",
+            "message": f"The code called exit({error.code!r}) before it finished: end normally "
+                       "or raise an exception instead",
         }})
     return _json.dumps({"ok": False, "error": _describe(error)})
 

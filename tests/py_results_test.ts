@@ -1,9 +1,10 @@
 /**
- * What a Python run returns: the value of a last assignment as well as of a last expression.
+ * What a Python run returns: the value of a last assignment as well as of a last expression, and
+ * the same `error.type` as TypeScript for the same condition (exit, a return value too large).
  *
  * @module
  */
-import { assert, assertEquals } from "./_assert.ts";
+import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { leftovers } from "./_helpers.ts";
 import { denoDir, hostPath, LIMITS, pyodideDir, snapshotPath, workerPath } from "./_pyodide.ts";
 import { PyChild, type PyChildOptions } from "../src/exec/py_sandbox.ts";
@@ -66,4 +67,39 @@ Deno.test("PyChild.run() returns the value a last assignment binds, like a last 
     assertEquals(result.returnValue, expected, `returnValue for ${JSON.stringify(code)}`);
     assertEquals("returnValue" in result, expected !== undefined, JSON.stringify(code));
   });
+});
+
+Deno.test("PyChild.run() reports exit(n) as SandboxExit, the type TypeScript reports for Deno.exit(n)", async () => {
+  const [three, text, zero, none, after] = await inSession([
+    "import sys\nprint('before')\nsys.exit(3)",
+    'exit("bye")',
+    "exit(0)",
+    "x = 1\nexit()",
+    "x",
+  ], { allowedImports: "*" });
+  assertEquals(three.ok, false);
+  assertEquals(three.stdout, "before\n");
+  assertEquals(three.error?.type, "SandboxExit");
+  assertEquals(
+    three.error?.message,
+    "The code called exit(3) before it finished: end normally or raise an exception instead",
+  );
+  assertEquals(text.error?.type, "SandboxExit");
+  assertMatch(text.error?.message ?? "", /^The code called exit\('bye'\) before it finished/);
+  assertEquals([zero.ok, zero.error, none.ok, none.error], [true, undefined, true, undefined]);
+  assertEquals(after.returnValue, 1, "exit() ends the run, not the session");
+});
+
+Deno.test("PyChild.run() reports a return value past the frame limit as OutputLimitError", async () => {
+  const [large, assigned, after] = await inSession([
+    '"x" * 7_000_000',
+    'big = "y" * 7_000_000',
+    "len(big)",
+  ]);
+  for (const result of [large, assigned]) {
+    assertEquals(result.ok, false);
+    assertEquals(result.error?.type, "OutputLimitError");
+    assertMatch(result.error?.message ?? "", /^Return value too large: .*; return less/);
+  }
+  assertEquals(after.returnValue, 7_000_000);
 });
