@@ -9,7 +9,9 @@
  *   `[{"name","data"}]`, the files' bytes in base64; `prelude`: the text of
  *   `sandbox/py_prelude.py`, which the Worker runs when it boots without the snapshot; both read
  *   by the host since this process may not read them), then `{"t":"exec","source"}` (several in a
- *   session), `{"t":"reply","id","ok","value"|"error"}` and `{"t":"interrupt"}`.
+ *   session), `{"t":"reply","id","ok","value"|"error"}` and `{"t":"interrupt"}`. Between the runs
+ *   of a session the host stops this process (SIGSTOP) and continues it (SIGCONT) just before
+ *   the next `exec`.
  * - controller → host on stdout:
  *   `<nonce> {"t":"ready","bootMs","fromSnapshot","snapshotError"?,"wheelErrors"?}`,
  *   `<nonce> {"t":"out","s","d"}`, `<nonce> {"t":"call","id","op",...}` and one

@@ -13,7 +13,9 @@ import json as _json
 import sys as _sys
 import time as _time
 import traceback as _traceback
+import weakref as _weakref
 from _pyodide._base import CodeRunner as _CodeRunner
+from pyodide.webloop import WebLoop as _WebLoop
 
 for _name in ("collections", "datetime", "decimal", "functools", "itertools", "math", "re",
               "statistics", "string", "textwrap", "typing", "dataclasses", "linecache"):
@@ -98,6 +100,27 @@ def _sleep(secs):
 
 
 _time.sleep = _sleep
+
+# Timer handles (call_soon, call_later, call_at) scheduled and not yet run: WebLoop keeps no list
+# of its own, it hands each handle to a JavaScript setTimeout, which drops it once run.
+_scheduled = _weakref.WeakSet()
+_web_call_later = _WebLoop.call_later
+
+
+def _internal(callback):
+    # Steps and wake-ups of tasks and futures, and the loop's own bookkeeping: cancelling them
+    # would leave a cancelled task waiting forever for the step that delivers its CancelledError.
+    return isinstance(getattr(callback, "__self__", None), (_asyncio.Future, _WebLoop))
+
+
+def _call_later(self, delay, callback, *args, context=None):
+    handle = _web_call_later(self, delay, callback, *args, context=context)
+    if not _internal(callback):
+        _scheduled.add(handle)
+    return handle
+
+
+_WebLoop.call_later = _call_later  # call_soon and call_at go through call_later too.
 
 
 class ToolCallError(Exception):
@@ -388,6 +411,38 @@ def _success(value):
     return '{"ok": true, "value": ' + _to_json(value) + "}"
 
 
+# How long run() lets the tasks it cancelled run their except and finally blocks. Unwinding a
+# task that awaited a sleep or a tool call takes one turn of the event loop (a few ms).
+UNWIND_SECONDS = 0.05
+
+
+def _loop():
+    try:
+        return _asyncio.get_event_loop()
+    except RuntimeError:
+        return None
+
+
+def _cancel_background(current):
+    """Cancels the work a run left behind, so that it cannot run between calls or in the next one.
+
+    Every pending timer handle and every pending task except ``current`` (the run itself) is
+    cancelled. A task that never started ends at its next step without running any of its code.
+
+    Returns:
+        The tasks cancelled.
+    """
+    for handle in list(_scheduled):
+        handle.cancel()
+    _scheduled.clear()
+    loop = _loop()
+    tasks = [task for task in (_asyncio.all_tasks(loop) if loop else ())
+             if task is not current and not task.done()]
+    for task in tasks:
+        task.cancel()
+    return tasks
+
+
 # Code compiled by run_sync that awaits at top level, for run() to finish.
 _awaiting = None
 
@@ -411,6 +466,9 @@ def run_sync(source):
             value = runner.run(_globals)
         finally:
             if _awaiting is None:
+                # The event loop has not turned during the run: the tasks it created never
+                # started, so cancelling them is all it takes.
+                _cancel_background(None)
                 _flush()
     except BaseException as error:
         return _failure(error)
@@ -431,11 +489,20 @@ def warm_up():
     return body
 
 
+async def _settle_background(current):
+    """Cancels what the run left behind and lets the cancelled tasks unwind, for a bounded time."""
+    tasks = _cancel_background(current)
+    if tasks:
+        await _asyncio.wait(tasks, timeout=UNWIND_SECONDS)
+        # What their except and finally blocks scheduled, and the tasks that did not finish.
+        _cancel_background(current)
+
+
 async def run(source):
     """Runs one execution on the event loop (top-level await); returns the result as JSON text."""
     global _awaiting, _current, _interrupted
     runner, _awaiting = _awaiting, None
-    _current = _asyncio.current_task()
+    current = _current = _asyncio.current_task()
     try:
         try:
             if runner is None:
@@ -444,6 +511,7 @@ async def run(source):
             value = await runner.run_async(_globals)
         finally:
             _current = None
+            await _settle_background(current)
             _flush()
     except BaseException as error:
         return _failure(error)

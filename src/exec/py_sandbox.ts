@@ -296,6 +296,10 @@ export class PyChild {
    * `TimeoutError` with the code's traceback); code that does not stop within `graceMs` is
    * killed.
    *
+   * Work the code scheduled and did not finish (asyncio tasks, `call_soon` / `call_later`
+   * callbacks) is cancelled when the run ends. A session's child is then stopped (SIGSTOP) until
+   * its next run (SIGCONT), so it uses no CPU in between; on Windows it is not stopped.
+   *
    * @param code The model's Python source.
    * @param limits Time, output, requests and cancellation.
    * @returns The result; limits and crashes are reported in it, never thrown.
@@ -334,14 +338,22 @@ export class PyChild {
           `The Python sandbox did not start${this.#fatal ? `: ${this.#fatal}` : ""}`,
         );
       }
-      return await this.#process.execute({ t: "exec", source: code }, {
-        ...limits,
-        timeoutMs: Math.max(1, limits.timeoutMs - Math.round(performance.now() - started)),
-        interruptGraceMs: limits.graceMs ?? DEFAULT_GRACE_MS,
-        keepAlive: this.#session,
-        stderrMark: true,
-        printHint: "print()",
-      });
+      if (this.#session) this.#process.resume();
+      try {
+        return await this.#process.execute({ t: "exec", source: code }, {
+          ...limits,
+          timeoutMs: Math.max(1, limits.timeoutMs - Math.round(performance.now() - started)),
+          interruptGraceMs: limits.graceMs ?? DEFAULT_GRACE_MS,
+          keepAlive: this.#session,
+          stderrMark: true,
+          printHint: "print()",
+        });
+      } finally {
+        // The result and the stderr mark have been read, so nothing the host waits for is lost.
+        // The runner cancels what the code scheduled, but JavaScript reached through the js
+        // bridge can schedule more: stopped, the child runs none of it until the next exec.
+        if (this.#session) this.#process.pause();
+      }
     } finally {
       this.#running = false;
     }
