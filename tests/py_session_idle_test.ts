@@ -5,9 +5,10 @@
  * @module
  */
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { leftovers } from "./_helpers.ts";
+import { eventually, leftovers } from "./_helpers.ts";
 import { denoDir, hostPath, LIMITS, pyodideDir, snapshotPath, workerPath } from "./_pyodide.ts";
 import { PyChild, type PyChildOptions } from "../src/exec/py_sandbox.ts";
+import { removeStaleDirs } from "../src/exec/runtime_files.ts";
 import { createLogger } from "../src/log.ts";
 
 const log = createLogger("error");
@@ -197,4 +198,42 @@ Deno.test("PyChild.run() bounds JavaScript scheduled through the js bridge by th
     assertEquals(after.error?.type, "SessionEnded");
     assertMatch(after.error?.message ?? "", /start a new session/);
   });
+});
+
+Deno.test("removeStaleDirs() kills the session child a SIGKILLed host left stopped", async () => {
+  // Stopped, the child cannot notice that its stdin ended: the next start must end it.
+  const tempRoot = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-py-orphan-" }));
+  const host = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      new URL("./fixtures/py_session_host.ts", import.meta.url).pathname,
+      tempRoot,
+    ],
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  let pid = 0;
+  try {
+    const reader = host.stdout.pipeThrough(new TextDecoderStream()).getReader();
+    let text = "";
+    while (!text.includes("\n")) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += value;
+    }
+    pid = Number(text.trim());
+    assert(pid > 0, `the host printed no pid: ${JSON.stringify(text)}`);
+    host.kill("SIGKILL");
+    await host.status;
+    await reader.cancel();
+    assertEquals((await processStat(pid)).state, "T", "the orphaned child stays stopped");
+
+    await removeStaleDirs(tempRoot, log);
+    assert(await eventually(() => processGone(pid)), `sandbox process ${pid} left behind`);
+    assertEquals(await leftovers(tempRoot), [], "stale sandbox directories left behind");
+  } finally {
+    if (pid > 0 && !(await processGone(pid))) Deno.kill(pid, "SIGKILL");
+    await Deno.remove(tempRoot, { recursive: true });
+  }
 });
