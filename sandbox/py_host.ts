@@ -5,17 +5,20 @@
  *
  * Protocol with the host (JSON lines, the same frames as `ts_runner.ts`):
  * - host → controller on stdin: `{"t":"init","nonce","indexDir","indexUrl","workerPath","workerUrl",
- *   "snapshotPath"?,"session"?,"allowedImports","wheels"?}` (`wheels`: `[{"name","data"}]`, the
- *   files' bytes in base64, read by the host since this process may not read them), then
- *   `{"t":"exec","source"}` (several in a session), `{"t":"reply","id","ok","value"|"error"}` and
- *   `{"t":"interrupt"}`.
+ *   "snapshotPath"?,"session"?,"allowedImports","wheels"?,"prelude"}` (`wheels`:
+ *   `[{"name","data"}]`, the files' bytes in base64; `prelude`: the text of
+ *   `sandbox/py_prelude.py`, which the Worker runs when it boots without the snapshot; both read
+ *   by the host since this process may not read them), then `{"t":"exec","source"}` (several in a
+ *   session), `{"t":"reply","id","ok","value"|"error"}` and `{"t":"interrupt"}`. Between the runs
+ *   of a session the host stops this process (SIGSTOP) and continues it (SIGCONT) just before
+ *   the next `exec`.
  * - controller → host on stdout:
  *   `<nonce> {"t":"ready","bootMs","fromSnapshot","snapshotError"?,"wheelErrors"?}`,
  *   `<nonce> {"t":"out","s","d"}`, `<nonce> {"t":"call","id","op",...}` and one
  *   `<nonce> {"t":"result",...}` per exec. A child that cannot boot sends `{"t":"fatal","message"}`.
- * - snapshot mode (`{"t":"init","nonce","mode":"snapshot","snapshotOut",...}`, run with write
- *   access to the snapshot's directory only): boots, writes the snapshot, sends
- *   `{"t":"snapshot","bytes","bootMs"}` and exits.
+ * - snapshot mode (`{"t":"init","nonce","mode":"snapshot","snapshotOut","prelude",...}`, run
+ *   with write access to the snapshot's directory only): boots, runs the prelude, writes the
+ *   snapshot, sends `{"t":"snapshot","bytes","bootMs"}` and exits.
  *
  * Python code runs in the Worker and cannot reach this thread's globals, so the nonce stays out
  * of its reach; everything the Worker posts is validated here before it becomes a frame.
@@ -144,9 +147,10 @@ function resultFrame(body: unknown): Record<string, unknown> {
       t: "result",
       ok: false,
       error: {
-        type: "ReturnValueTooLarge",
+        // The type TypeScript reports for a return value past the limit: one condition, one type.
+        type: "OutputLimitError",
         message:
-          `The value of the last expression is larger than ${MAX_RESULT_CHARS} characters as JSON: return less (a summary, or print part of it)`,
+          `Return value too large: the value of the last expression or assignment is more than ${MAX_RESULT_CHARS} characters of JSON; return less (a summary, or print part of it)`,
       },
     };
   }
@@ -334,7 +338,9 @@ async function main(): Promise<void> {
     interrupt,
     allowedImports: init.allowedImports ?? [],
     wheels,
+    prelude: init.prelude,
   }, transfer);
+  delete init.prelude;
   // The snapshot builder's stdin is closed after init; the Worker decides when it ends.
   if (snapshotMode) return;
 

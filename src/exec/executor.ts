@@ -334,6 +334,8 @@ export class Executor {
 
   async #leasePy(code: string, session: string | undefined, deadline: Deadline): Promise<Lease> {
     const python = await pythonWithin(this.#pythonRuntime(), deadline);
+    // Wheels that `sync` regenerated reach this run's child without a restart.
+    await python.refreshWheels();
     const graceMs = this.#settings.python.interruptGraceMs;
     if (session !== undefined) {
       return {

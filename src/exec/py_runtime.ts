@@ -8,7 +8,7 @@ import { join } from "node:path";
 import type { Settings } from "../config/settings.ts";
 import type { Logger } from "../log.ts";
 import { PyChild, type PyChildOptions } from "./py_sandbox.ts";
-import { readWheels } from "./py_wheels.ts";
+import { type LocalWheel, readWheels, wheelDirsSignature } from "./py_wheels.ts";
 import { ensurePyodideSnapshot, findPyodideDir } from "./pyodide.ts";
 import { sandboxFile } from "./runtime_files.ts";
 import { WarmPool } from "./warm_pool.ts";
@@ -16,10 +16,21 @@ import { CodeExecutorError } from "../errors.ts";
 
 /** What Python children are started from, found once. */
 export interface PythonRuntime {
-  /** The options every Python child of this runtime is spawned with. */
-  base: Omit<PyChildOptions, "session">;
+  /**
+   * The options every Python child of this runtime is spawned with. Replaced (with the new
+   * wheels) when {@linkcode PythonRuntime.refreshWheels} finds that `python.wheelDirs` changed.
+   */
+  readonly base: Omit<PyChildOptions, "session">;
   /** Single-use children booted ahead of need. */
   pool: WarmPool<PyChild>;
+  /**
+   * Picks up wheels that changed in `python.wheelDirs` since they were read (`code-executor
+   * sync` regenerates its wrapper wheels there): when the files' names, sizes or times differ, it
+   * reads them again, updates {@linkcode PythonRuntime.base} and replaces the warm pool's
+   * children. It looks at most once a second; call it before a child is leased. Sessions keep
+   * the interpreter they started with. A failure is logged, and the earlier wheels stay.
+   */
+  refreshWheels(): Promise<void>;
 }
 
 /** What {@linkcode startPythonRuntime} needs from the executor. */
@@ -54,6 +65,8 @@ export async function startPythonRuntime(options: PythonRuntimeOptions): Promise
   const hostPath = await sandboxFile("py_host.ts", sandboxDir);
   const workerPath = await sandboxFile("py_worker.ts", sandboxDir);
   const pyodideDir = await findPyodideDir();
+  // Taken before the read: a wheel rewritten meanwhile is then read again at the next check.
+  const signature = await wheelDirsSignature(python.wheelDirs);
   const wheels = await readWheels(python.wheelDirs, { log });
   const snapshotPath = await ensurePyodideSnapshot({
     denoPath: options.denoPath,
@@ -66,7 +79,7 @@ export async function startPythonRuntime(options: PythonRuntimeOptions): Promise
     signal: closing,
   });
   if (closing.aborted) throw new Error("The server is shutting down");
-  const base: Omit<PyChildOptions, "session"> = {
+  let base: Omit<PyChildOptions, "session"> = {
     denoPath: options.denoPath,
     hostPath,
     workerPath,
@@ -101,7 +114,82 @@ export async function startPythonRuntime(options: PythonRuntimeOptions): Promise
     booting = next.catch(() => {});
     return next;
   }, log);
-  return { base, pool };
+  const watch = new WheelWatch(python.wheelDirs, signature, log, (wheels) => {
+    base = { ...base, wheels };
+    pool.drain();
+  });
+  return {
+    get base() {
+      return base;
+    },
+    pool,
+    refreshWheels: () => closing.aborted ? Promise.resolve() : watch.check(),
+  };
+}
+
+/** How often {@linkcode WheelWatch} looks at the wheel directories, at most. */
+const WHEEL_CHECK_MS = 1_000;
+
+/**
+ * Notices when the wheels of `python.wheelDirs` change and reads them again. Looking costs a
+ * directory listing and a stat per wheel; it happens when a run starts, at most once a second.
+ */
+class WheelWatch {
+  #dirs: readonly string[];
+  #signature: string;
+  #log: Logger;
+  #changed: (wheels: LocalWheel[]) => void;
+  #checkedAt = performance.now();
+  #checking: Promise<void> | undefined;
+
+  constructor(
+    dirs: readonly string[],
+    signature: string,
+    log: Logger,
+    changed: (wheels: LocalWheel[]) => void,
+  ) {
+    this.#dirs = dirs;
+    this.#signature = signature;
+    this.#log = log;
+    this.#changed = changed;
+  }
+
+  /** Reads the wheels again if they changed; concurrent callers share one look. */
+  check(): Promise<void> {
+    if (this.#dirs.length === 0) return Promise.resolve();
+    if (this.#checking) return this.#checking;
+    if (performance.now() - this.#checkedAt < WHEEL_CHECK_MS) return Promise.resolve();
+    this.#checking = this.#look().finally(() => {
+      this.#checkedAt = performance.now();
+      this.#checking = undefined;
+    });
+    return this.#checking;
+  }
+
+  async #look(): Promise<void> {
+    const signature = await wheelDirsSignature(this.#dirs);
+    if (signature === this.#signature) return;
+    // Whatever the outcome, this state of the files is dealt with: a failure is not retried
+    // (and logged) every second, and the next change is picked up.
+    this.#signature = signature;
+    let wheels: LocalWheel[];
+    try {
+      wheels = await readWheels(this.#dirs, { log: this.#log });
+    } catch (error) {
+      this.#log.warn(
+        `Python sandboxes keep the wheels they had: the changed python.wheelDirs cannot be used: ${
+          (error as Error).message
+        }`,
+      );
+      return;
+    }
+    this.#log.info(
+      `python.wheelDirs changed: new Python sandboxes get ${wheels.length} wheel(s) (${
+        wheels.map((wheel) => wheel.name).join(", ") || "none"
+      }); open sessions keep theirs`,
+    );
+    this.#changed(wheels);
+  }
 }
 
 /** How long a run may still take, and its cancellation. */

@@ -10,6 +10,7 @@ import { pathToFileURL } from "node:url";
 import type { Logger } from "../log.ts";
 import { type LocalWheel, wheelModules } from "./py_wheels.ts";
 import type { ExecutionResult } from "./result.ts";
+import { pythonPrelude } from "./runtime_files.ts";
 import { type RunLimits, SandboxProcess } from "./sandbox_process.ts";
 
 /** Modules Python code may import when the admin has not chosen a list. */
@@ -173,7 +174,12 @@ export class PyChild {
   #boot: PyBootInfo | undefined;
   #fatal: string | undefined;
 
-  private constructor(process: SandboxProcess, opts: PyChildOptions, wheels: WheelFrame[]) {
+  private constructor(
+    process: SandboxProcess,
+    opts: PyChildOptions,
+    wheels: WheelFrame[],
+    prelude: string,
+  ) {
     this.#process = process;
     this.#log = opts.log;
     this.#session = opts.session === true;
@@ -189,6 +195,8 @@ export class PyChild {
       session: this.#session,
       allowedImports: withWheelModules(opts.allowedImports ?? DEFAULT_PYTHON_IMPORTS, wheels),
       wheels: wheels.map(({ name, data }) => ({ name, data })),
+      // Run only by a Worker that cannot use the snapshot, which only the Worker finds out: 18 KB.
+      prelude,
     }).catch(() => {});
   }
 
@@ -197,11 +205,13 @@ export class PyChild {
    *
    * @param opts Locations, limits and mode.
    * @returns The started child.
-   * @throws {Deno.errors.NotFound} When the `deno` executable cannot be found.
+   * @throws {Deno.errors.NotFound} When the `deno` executable or `sandbox/py_prelude.py` cannot
+   * be found.
    * @throws {SyntaxError} When a wheel is not a zip archive with a `.dist-info` directory.
    */
   static async spawn(opts: PyChildOptions): Promise<PyChild> {
     const wheels = (opts.wheels ?? []).map(wheelFrame);
+    const prelude = await pythonPrelude();
     const read = [opts.pyodideDir, opts.workerPath];
     if (opts.snapshotPath) read.push(opts.snapshotPath);
     const process = await SandboxProcess.start({
@@ -213,7 +223,7 @@ export class PyChild {
         opts.hostPath,
       ],
     });
-    return new PyChild(process, opts, wheels);
+    return new PyChild(process, opts, wheels, prelude);
   }
 
   /** The child's process id. */
@@ -272,12 +282,16 @@ export class PyChild {
   }
 
   /**
-   * Runs Python code. The value of the last expression becomes `returnValue`; top-level
-   * `await` works. A child without `session` runs once.
+   * Runs Python code. The value of the last expression, or of the name a last assignment binds,
+   * becomes `returnValue`; top-level `await` works. A child without `session` runs once.
    *
    * At `timeoutMs` the child is asked to interrupt the code (KeyboardInterrupt, reported as a
    * `TimeoutError` with the code's traceback); code that does not stop within `graceMs` is
    * killed.
+   *
+   * Work the code scheduled and did not finish (asyncio tasks, `call_soon` / `call_later`
+   * callbacks) is cancelled when the run ends. A session's child is then stopped (SIGSTOP) until
+   * its next run (SIGCONT), so it uses no CPU in between; on Windows it is not stopped.
    *
    * @param code The model's Python source.
    * @param limits Time, output, requests and cancellation.
@@ -317,14 +331,22 @@ export class PyChild {
           `The Python sandbox did not start${this.#fatal ? `: ${this.#fatal}` : ""}`,
         );
       }
-      return await this.#process.execute({ t: "exec", source: code }, {
-        ...limits,
-        timeoutMs: Math.max(1, limits.timeoutMs - Math.round(performance.now() - started)),
-        interruptGraceMs: limits.graceMs ?? DEFAULT_GRACE_MS,
-        keepAlive: this.#session,
-        stderrMark: true,
-        printHint: "print()",
-      });
+      if (this.#session) this.#process.resume();
+      try {
+        return await this.#process.execute({ t: "exec", source: code }, {
+          ...limits,
+          timeoutMs: Math.max(1, limits.timeoutMs - Math.round(performance.now() - started)),
+          interruptGraceMs: limits.graceMs ?? DEFAULT_GRACE_MS,
+          keepAlive: this.#session,
+          stderrMark: true,
+          printHint: "print()",
+        });
+      } finally {
+        // The result and the stderr mark have been read, so nothing the host waits for is lost.
+        // The runner cancels what the code scheduled, but JavaScript reached through the js
+        // bridge can schedule more: stopped, the child runs none of it until the next exec.
+        if (this.#session) this.#process.pause();
+      }
     } finally {
       this.#running = false;
     }

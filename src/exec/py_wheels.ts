@@ -1,8 +1,8 @@
 /**
  * Local wheels: the pure-Python `*.whl` files of the directories named by `python.wheelDirs`.
- * The host reads them once and hands their bytes to every Python child, which unpacks them into
- * its site-packages; a child never reads those directories itself and nothing is fetched from a
- * network.
+ * The host reads them (again when {@linkcode wheelDirsSignature} changes) and hands their bytes to
+ * every Python child, which unpacks them into its site-packages; a child never reads those
+ * directories itself and nothing is fetched from a network.
  *
  * @module
  */
@@ -211,4 +211,35 @@ export async function readWheels(
     }
   }
   return wheels;
+}
+
+/**
+ * Describes the `*.whl` files of the directories as {@linkcode readWheels} would see them, from
+ * their names, sizes, modification times and inodes, without reading them: when it changes, the
+ * wheels are to be read again. `code-executor sync` writes a wheel to a temporary file and renames
+ * it into place, which gives it a new inode even when its size and time look the same.
+ *
+ * @param dirs The directories of `python.wheelDirs`.
+ * @returns A string that changes when a wheel is added, removed or rewritten.
+ */
+export async function wheelDirsSignature(dirs: readonly string[]): Promise<string> {
+  const parts: string[] = [];
+  for (const dir of dirs) {
+    const names: string[] = [];
+    try {
+      for await (const entry of Deno.readDir(dir)) {
+        if (entry.name.endsWith(".whl")) names.push(entry.name);
+      }
+    } catch (error) {
+      parts.push(`${dir}\0${(error as Error).name}`);
+      continue;
+    }
+    for (const name of names.sort()) {
+      const info = await Deno.stat(join(dir, name)).catch(() => undefined);
+      parts.push(
+        `${dir}\0${name}\0${info?.size}\0${info?.mtime?.getTime()}\0${info?.ino ?? ""}`,
+      );
+    }
+  }
+  return parts.join("\n");
 }

@@ -10,6 +10,7 @@ import { denoCacheDir } from "../config/paths.ts";
 import type { Logger } from "../log.ts";
 import { sha256Hex } from "../_util.ts";
 import { dieWithParent } from "../parent_death.ts";
+import { pythonPrelude } from "./runtime_files.ts";
 import { SANDBOX_RUN_FLAGS } from "./sandbox_process.ts";
 // Importing the package's manifest makes Deno install the package with the program (a fresh
 // clone's `deno task start` fetches it), and tells where it landed.
@@ -126,7 +127,7 @@ export interface SnapshotOptions {
   denoPath: string;
   /** Path of `sandbox/py_host.ts`. */
   hostPath: string;
-  /** Path of `sandbox/py_worker.ts`; its text (the prelude) is part of the snapshot's key. */
+  /** Path of `sandbox/py_worker.ts`; its text is part of the snapshot's key. */
   workerPath: string;
   /** The Pyodide package directory, from {@linkcode findPyodideDir}. */
   pyodideDir: string;
@@ -155,8 +156,9 @@ export interface SnapshotBuild {
 }
 
 /**
- * Returns the snapshot's file name for this Pyodide version, Deno version and prelude: a change
- * to any of them makes a new snapshot.
+ * Returns the snapshot's file name for this Pyodide version, Deno version, worker and prelude
+ * (`sandbox/py_prelude.py`, which runs before the snapshot is taken): a change to any of them
+ * makes a new snapshot.
  *
  * @param options The locations.
  * @returns The path, which may not exist yet.
@@ -166,7 +168,8 @@ export async function snapshotPath(
 ): Promise<string> {
   const meta = JSON.parse(await Deno.readTextFile(join(options.pyodideDir, "package.json")));
   const worker = await Deno.readTextFile(options.workerPath);
-  const hash = sha256Hex(`${meta.version}\0${Deno.version.deno}\0${worker}`);
+  const prelude = sha256Hex(await pythonPrelude());
+  const hash = sha256Hex(`${meta.version}\0${Deno.version.deno}\0${worker}\0${prelude}`);
   return join(options.cacheDir, `pyodide-${meta.version}-${hash.slice(0, 16)}.snapshot`);
 }
 
@@ -221,6 +224,7 @@ export async function buildPyodideSnapshot(options: SnapshotOptions): Promise<Sn
         workerPath: options.workerPath,
         workerUrl: pathToFileURL(options.workerPath).href,
         snapshotOut: path,
+        prelude: await pythonPrelude(),
       }) + "\n",
     ));
     await writer.close().catch(() => {});

@@ -42,23 +42,86 @@ export async function sandboxFile(name: string, cacheDir: string): Promise<strin
 }
 
 /**
- * Removes private directories left by a host that died without cleaning up (SIGKILL).
+ * Reads a file under `sandbox/` as text, from a checkout or from inside a compiled binary (built
+ * with `--include sandbox/`). It is for files the host hands to a child, which then needs no
+ * permission to read them.
+ *
+ * @param name The file under `sandbox/`.
+ * @returns Its text.
+ * @throws {Deno.errors.NotFound} When the file is missing (a binary compiled without it).
+ */
+export function readSandboxText(name: string): Promise<string> {
+  return Deno.readTextFile(new URL(`../../sandbox/${name}`, import.meta.url));
+}
+
+let prelude: Promise<string> | undefined;
+
+/**
+ * Returns the Python half of the sandbox, `sandbox/py_prelude.py`, read once. Python children get
+ * it in their `init` frame and run it when they boot without the memory snapshot; the snapshot is
+ * keyed by its hash.
+ *
+ * @returns The prelude's text.
+ * @throws {Deno.errors.NotFound} When the file is missing.
+ */
+export function pythonPrelude(): Promise<string> {
+  prelude ??= readSandboxText("py_prelude.py").catch((error) => {
+    prelude = undefined;
+    throw error;
+  });
+  return prelude;
+}
+
+/**
+ * Removes private directories left by a host that died without cleaning up (SIGKILL), and kills
+ * the children still working in them.
  *
  * @param tempRoot The directory children are created in.
  * @param log Where removals are reported.
  */
 export async function removeStaleDirs(tempRoot: string, log: Logger): Promise<void> {
   if (Deno.build.os !== "linux") return;
+  const stale: string[] = [];
   try {
     for await (const entry of Deno.readDir(tempRoot)) {
       const match = new RegExp(`^${CHILD_DIR_PREFIX}(\\d+)-`).exec(entry.name);
       if (!match || !entry.isDirectory || Number(match[1]) === Deno.pid) continue;
       const alive = await Deno.stat(`/proc/${match[1]}`).then(() => true, () => false);
       if (alive) continue;
-      await Deno.remove(join(tempRoot, entry.name), { recursive: true }).catch(() => {});
-      log.debug(`Removed stale sandbox directory ${entry.name}`);
+      // Compared below with working directories, which the kernel reports resolved.
+      const dir = join(tempRoot, entry.name);
+      stale.push(await Deno.realPath(dir).catch(() => dir));
     }
   } catch {
     // An unreadable temp root only means nothing is cleaned.
+  }
+  if (stale.length === 0) return;
+  await killChildrenIn(stale, log);
+  for (const dir of stale) {
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+    log.debug(`Removed stale sandbox directory ${basename(dir)}`);
+  }
+}
+
+/**
+ * Kills the processes whose working directory is inside one of `dirs`. A child notices that its
+ * host died when its stdin ends, but a session's child that the host stopped (SIGSTOP) between
+ * two runs cannot: it would stay stopped, holding its memory, until something kills it.
+ */
+async function killChildrenIn(dirs: string[], log: Logger): Promise<void> {
+  try {
+    for await (const entry of Deno.readDir("/proc")) {
+      if (!/^\d+$/.test(entry.name)) continue;
+      const cwd = await Deno.readLink(`/proc/${entry.name}/cwd`).catch(() => "");
+      if (!dirs.some((dir) => cwd.startsWith(`${dir}/`))) continue;
+      try {
+        Deno.kill(Number(entry.name), "SIGKILL");
+        log.debug(`Killed sandbox process ${entry.name}, left behind by a host that died`);
+      } catch {
+        // It ended meanwhile.
+      }
+    }
+  } catch {
+    // Without /proc there is nothing to find.
   }
 }

@@ -281,6 +281,29 @@ export class SandboxProcess {
   }
 
   /**
+   * Stops the process (SIGSTOP) so that it uses no CPU until {@linkcode SandboxProcess.resume},
+   * whatever work its code left scheduled: a session idles this way between its runs. SIGKILL
+   * still ends a stopped process. Does nothing on Windows, which has no SIGSTOP.
+   */
+  pause(): void {
+    this.#signal("SIGSTOP");
+  }
+
+  /** Continues a process stopped by {@linkcode SandboxProcess.pause} (SIGCONT). */
+  resume(): void {
+    this.#signal("SIGCONT");
+  }
+
+  #signal(signal: "SIGSTOP" | "SIGCONT"): void {
+    if (this.#exited || Deno.build.os === "windows") return;
+    try {
+      this.#process.kill(signal);
+    } catch {
+      // Already gone.
+    }
+  }
+
+  /**
    * Runs one execution: sends `exec`, relays output and requests, and enforces the limits.
    *
    * @param exec The `exec` frame.

@@ -28,6 +28,8 @@ export class WarmPool<T extends PooledChild> {
   #closed = false;
   #failedAt = 0;
   #inflight = new Set<Promise<void>>();
+  #retiring = new Set<Promise<void>>();
+  #generation = 0;
   #waiting = 0;
 
   /**
@@ -97,9 +99,10 @@ export class WarmPool<T extends PooledChild> {
     if (this.#closed || Date.now() - this.#failedAt < RETRY_AFTER_FAILURE_MS) return;
     while (this.#idle.length + this.#spawning < this.#size) {
       this.#spawning++;
+      const generation = this.#generation;
       const job = this.#spawn().then(
         (child) => {
-          if (this.#closed) return child.dispose();
+          if (this.#closed || generation !== this.#generation) return child.dispose();
           this.#idle.push(child);
         },
         (error: Error) => {
@@ -109,9 +112,27 @@ export class WarmPool<T extends PooledChild> {
       ).finally(() => {
         this.#spawning--;
         this.#inflight.delete(job);
+        // A child started before drain() was discarded: start its replacement.
+        if (generation !== this.#generation) this.fill();
       });
       this.#inflight.add(job);
     }
+  }
+
+  /**
+   * Replaces every child started so far: the idle ones are disposed, those still starting will
+   * be, and the pool refills with children that the spawn function starts from now on (after the
+   * options it starts them with changed).
+   */
+  drain(): void {
+    this.#generation++;
+    for (const child of this.#idle.splice(0)) {
+      const job = child.dispose().catch((error: Error) => {
+        this.#log.warn(`Cannot clean up a sandbox child: ${error.message}`);
+      }).finally(() => this.#retiring.delete(job));
+      this.#retiring.add(job);
+    }
+    this.fill();
   }
 
   /** Waits until every started child is idle in the pool (used by benchmarks and tests). */
@@ -124,6 +145,6 @@ export class WarmPool<T extends PooledChild> {
     this.#closed = true;
     await Promise.all(this.#inflight);
     const idle = this.#idle.splice(0);
-    await Promise.all(idle.map((child) => child.dispose()));
+    await Promise.all([...idle.map((child) => child.dispose()), ...this.#retiring]);
   }
 }

@@ -1,0 +1,518 @@
+"""The Python half of the sandbox: the API user code sees, the import policy, and the runner.
+
+sandbox/py_worker.ts runs this file once per interpreter, as the module ``_sandbox``, before the
+memory snapshot is taken (or at a cold boot). The host reads it and sends it in the ``init`` frame,
+so the sandbox process needs no permission to read it. Nothing here is a security boundary: the
+process's Deno permissions are (see SECURITY.md).
+"""
+import ast as _ast
+import asyncio as _asyncio
+import builtins as _builtins
+import io as _io
+import json as _json
+import sys as _sys
+import time as _time
+import traceback as _traceback
+import weakref as _weakref
+from _pyodide._base import CodeRunner as _CodeRunner
+from pyodide.webloop import WebLoop as _WebLoop
+
+for _name in ("collections", "datetime", "decimal", "functools", "itertools", "math", "re",
+              "statistics", "string", "textwrap", "typing", "dataclasses", "linecache"):
+    __import__(_name)
+
+FILENAME = "code.py"
+STDIN_MESSAGE = "stdin is not available in the sandbox: pass data in the code or through tools"
+NEVER = frozenset(("js", "pyodide_js", "pyodide", "_pyodide", "_pyodide_core", "_sandbox"))
+
+_bridge = None
+_armed = False
+_allowed = None
+_globals = None
+_current = None
+_interrupted = False
+_real_import = _builtins.__import__
+
+
+def _trusted_file(filename):
+    return filename.startswith("/lib/python") or filename.startswith("<frozen ") or filename == "<sandbox>"
+
+
+def _refusal(top):
+    if top in NEVER:
+        return (f"Import of {top} is not allowed: the sandbox never gives Python code access to "
+                f"{', '.join(sorted(NEVER - {'_sandbox'}))}")
+    return f"Import of {top} is not allowed: allowed imports are {', '.join(sorted(_allowed))}"
+
+
+def _from_user_code():
+    # Armed once the interpreter is attached: Pyodide's own boot imports run as "<string>" too.
+    if not _armed:
+        return False
+    try:
+        return not _trusted_file(_sys._getframe(2).f_code.co_filename)
+    except ValueError:
+        return False  # Called from C or JavaScript with no Python caller: Pyodide itself.
+
+
+def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+    if level == 0 and isinstance(name, str) and _from_user_code():
+        top = name.partition(".")[0]
+        if top in NEVER or (_allowed is not None and top not in _allowed):
+            raise ImportError(_refusal(top), name=name)
+    return _real_import(name, globals, locals, fromlist, level)
+
+
+_builtins.__import__ = _guarded_import
+
+
+class _NoStdin(_io.TextIOBase):
+    def readable(self):
+        return True
+
+    def read(self, size=-1):
+        raise OSError(STDIN_MESSAGE)
+
+    def readline(self, size=-1):
+        raise OSError(STDIN_MESSAGE)
+
+    def readlines(self, hint=-1):
+        raise OSError(STDIN_MESSAGE)
+
+    def fileno(self):
+        raise OSError(STDIN_MESSAGE)
+
+
+def _input(prompt=""):
+    raise OSError(STDIN_MESSAGE)
+
+
+_sys.stdin = _NoStdin()
+_builtins.input = _input
+
+
+def _sleep(secs):
+    if not isinstance(secs, (int, float)):
+        raise TypeError(f"'{type(secs).__name__}' object cannot be interpreted as an integer or float")
+    if secs != secs or secs < 0:
+        raise ValueError("sleep length must be non-negative")
+    _bridge.sleep(float(secs))
+
+
+_time.sleep = _sleep
+
+# Timer handles (call_soon, call_later, call_at) scheduled and not yet run: WebLoop keeps no list
+# of its own, it hands each handle to a JavaScript setTimeout, which drops it once run.
+_scheduled = _weakref.WeakSet()
+_web_call_later = _WebLoop.call_later
+
+
+def _internal(callback):
+    # Steps and wake-ups of tasks and futures, and the loop's own bookkeeping: cancelling them
+    # would leave a cancelled task waiting forever for the step that delivers its CancelledError.
+    return isinstance(getattr(callback, "__self__", None), (_asyncio.Future, _WebLoop))
+
+
+def _call_later(self, delay, callback, *args, context=None):
+    handle = _web_call_later(self, delay, callback, *args, context=context)
+    if not _internal(callback):
+        _scheduled.add(handle)
+    return handle
+
+
+_WebLoop.call_later = _call_later  # call_soon and call_at go through call_later too.
+
+
+class ToolCallError(Exception):
+    """A request to the host failed; the class name is the host's error type."""
+
+
+class ToolError(ToolCallError):
+    """An upstream tool reported a failure (isError); the message is the tool's."""
+
+
+_error_classes = {"ToolError": ToolError, "ToolCallError": ToolCallError}
+
+
+def _error_class(kind):
+    if not isinstance(kind, str) or not kind.isidentifier():
+        return ToolCallError
+    if kind not in _error_classes:
+        _error_classes[kind] = type(kind, (ToolCallError,), {"__module__": "builtins"})
+    return _error_classes[kind]
+
+
+async def _request(op, payload):
+    try:
+        text = _json.dumps(payload, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"Tool arguments must be JSON-serializable: {error}") from None
+    reply = _json.loads(await _bridge.request(op, text))
+    if reply.get("ok") is True:
+        return reply.get("value")
+    error = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+    message = error.get("message") if isinstance(error.get("message"), str) else "The request failed"
+    raise _error_class(error.get("type"))(message)
+
+
+async def call_mcp_tool(name, args=None):
+    """Calls an upstream MCP tool by its full name, mcp__<server>__<tool>."""
+    return await _request("call", {"name": name, "args": {} if args is None else args})
+
+
+async def discover_mcp_tools(search=None, server=None):
+    """Lists the upstream tools this execution may call."""
+    return await _request("discover", {"search": search, "server": server})
+
+
+async def search_tools(query, limit=10):
+    """Finds upstream tools by keywords."""
+    return await _request("search", {"query": query, "limit": limit})
+
+
+async def get_tool_schema(name):
+    """Returns an upstream tool's schemas and signature."""
+    return await _request("schema", {"name": name})
+
+
+def _llm_args(messages, system_prompt, max_tokens, model):
+    args = {"messages": messages, "systemPrompt": system_prompt, "maxTokens": max_tokens,
+            "model": model}
+    return {key: value for key, value in args.items() if value is not None}
+
+
+class _Llm:
+    """The LLM of the MCP client, or the admin's provider API; the server enforces the budget."""
+    __slots__ = ()
+
+    async def ask(self, prompt, system_prompt=None, max_tokens=None, model=None):
+        """Asks one question; returns the answer's text."""
+        args = _llm_args([{"role": "user", "content": prompt}], system_prompt, max_tokens, model)
+        return (await _request("sample", {"args": args}))["text"]
+
+    async def think(self, messages=None, system_prompt=None, max_tokens=None, model=None):
+        """Sends a conversation; returns {text, model, stopReason, usage}.
+
+        Takes keywords, or one dict shaped like TypeScript's options ({"messages": ...}).
+        """
+        if isinstance(messages, dict):
+            return await _request("sample", {"args": messages})
+        return await _request("sample", {"args": _llm_args(messages, system_prompt, max_tokens, model)})
+
+    def __repr__(self):
+        return "<llm>"
+
+
+llm = _Llm()
+
+
+async def ask_user(message, schema=None):
+    """Asks the client's user; returns {action, content}."""
+    return await _request("elicit", {"args": {"message": message, "schema": schema}})
+
+
+def progress(done, total=None, message=None):
+    """Reports progress to the client without waiting for it; returns None."""
+    for name, value in (("done", done), ("total", total)):
+        if value is None and name == "total":
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise TypeError(f"progress(done, total=None, message=None): {name} must be a number")
+    if message is not None and not isinstance(message, str):
+        raise TypeError("progress(done, total=None, message=None): message must be a string")
+    try:
+        text = _json.dumps({"args": {"done": done, "total": total, "message": message}},
+                           allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"progress(done, total=None, message=None): {error}") from None
+    _bridge.request("progress", text)
+
+
+class _ServerTools:
+    __slots__ = ("_server",)
+
+    def __init__(self, server):
+        self._server = server
+
+    def __getattr__(self, tool):
+        if tool.startswith("__"):
+            raise AttributeError(tool)
+        server = self._server
+
+        async def call(args=None, /, **kwargs):
+            merged = dict(args or {})
+            merged.update(kwargs)
+            return await _request("proxy", {"server": server, "tool": tool, "args": merged})
+
+        call.__name__ = call.__qualname__ = tool
+        return call
+
+    def __getitem__(self, tool):
+        return self.__getattr__(tool)
+
+    def __repr__(self):
+        return f"<tools.{self._server}>"
+
+
+class _Tools:
+    __slots__ = ()
+
+    def __getattr__(self, server):
+        if server.startswith("__"):
+            raise AttributeError(server)
+        return _ServerTools(server)
+
+    def __getitem__(self, server):
+        return _ServerTools(server)
+
+    def __repr__(self):
+        return "<tools>"
+
+
+tools = _Tools()
+
+API = {
+    "call_mcp_tool": call_mcp_tool,
+    "discover_mcp_tools": discover_mcp_tools,
+    "search_tools": search_tools,
+    "get_tool_schema": get_tool_schema,
+    "tools": tools,
+    "ToolError": ToolError,
+    "ToolCallError": ToolCallError,
+    "llm": llm,
+    "ask_user": ask_user,
+    "progress": progress,
+}
+
+
+def attach(bridge, allowed_json):
+    """Connects the booted interpreter to this worker; runs after every boot."""
+    global _bridge, _allowed, _globals, _armed
+    _bridge = bridge
+    allowed = _json.loads(allowed_json)
+    _allowed = None if allowed == "*" else frozenset(allowed)
+    _globals = {"__name__": "__main__", "__builtins__": _builtins, **API}
+    # A memory snapshot freezes the random state of modules imported while it was made.
+    if "random" in _sys.modules:
+        _sys.modules["random"].seed()
+    _sys.stdout.reconfigure(line_buffering=True)
+    _sys.stderr.reconfigure(line_buffering=True)
+    _armed = True
+
+
+def interrupt():
+    """Stops code that waits (await) rather than runs; running code gets KeyboardInterrupt."""
+    global _interrupted
+    if _current is not None and not _current.done():
+        _interrupted = True
+        _current.cancel()
+
+
+def _keep(frame):
+    # Pyodide adds the JavaScript frames of calls into JavaScript (file://..., node:...).
+    name = frame.filename
+    return (name != "<sandbox>" and "/_pyodide/" not in name and "/pyodide/" not in name
+            and "://" not in name and not name.startswith("node:"))
+
+
+def _trim(te, seen):
+    if id(te) in seen:
+        return
+    seen.add(id(te))
+    te.stack = _traceback.StackSummary.from_list([f for f in te.stack if _keep(f)])
+    for other in (te.__cause__, te.__context__):
+        if other is not None:
+            _trim(other, seen)
+    for other in getattr(te, "exceptions", None) or ():
+        _trim(other, seen)
+
+
+def _describe(error):
+    if _interrupted and isinstance(error, _asyncio.CancelledError):
+        replacement = KeyboardInterrupt()
+        replacement.__traceback__ = error.__traceback__
+        error = replacement
+    te = _traceback.TracebackException.from_exception(error)
+    _trim(te, set())
+    message = str(error) if not isinstance(error, SyntaxError) else (error.msg or str(error))
+    if isinstance(error, SyntaxError) and error.lineno:
+        message = f"{message} ({error.filename}, line {error.lineno})"
+    return {
+        "type": type(error).__name__,
+        "message": message or type(error).__name__,
+        "traceback": "".join(te.format()),
+    }
+
+
+def _fallback(value):
+    if isinstance(value, (set, frozenset)):
+        return list(value)
+    return repr(value)
+
+
+def _finite(value):
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
+def _to_json(value):
+    """JSON text of a value: unknown objects become their repr, NaN and infinities null."""
+    try:
+        try:
+            return _json.dumps(value, default=_fallback, allow_nan=False)
+        except ValueError:
+            return _json.dumps(_finite(value), default=_fallback, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return _json.dumps(repr(value))
+
+
+def _compile(source):
+    # An assignment last (`x = 1 + 2`, `a = b = 5`, `y: int = 4`, `n += 1`) returns the value of
+    # its target name, like a last expression, as models expect of run_python.
+    runner = _CodeRunner(source, filename=FILENAME, dedent=False,
+                         return_mode="last_expr_or_assign",
+                         flags=_ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    body = runner.ast.body
+    # Pyodide would read back the name of a bare annotation (`y: int`), which is unbound.
+    if body and isinstance(body[-1], _ast.AnnAssign) and body[-1].value is None:
+        body.append(_ast.Pass())
+    return runner.compile()
+
+
+def _flush():
+    for stream in (_sys.stdout, _sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+def _failure(error):
+    if isinstance(error, SystemExit):
+        if error.code is None or error.code == 0:
+            return _json.dumps({"ok": True})
+        # The same type as TypeScript's Deno.exit(n): one condition, one error.type.
+        return _json.dumps({"ok": False, "error": {
+            "type": "SandboxExit",
+            "message": f"The code called exit({error.code!r}) before it finished: end normally "
+                       "or raise an exception instead",
+        }})
+    return _json.dumps({"ok": False, "error": _describe(error)})
+
+
+def _success(value):
+    if value is None:
+        return '{"ok": true}'
+    return '{"ok": true, "value": ' + _to_json(value) + "}"
+
+
+# How long run() lets the tasks it cancelled run their except and finally blocks. Unwinding a
+# task that awaited a sleep or a tool call takes one turn of the event loop (a few ms).
+UNWIND_SECONDS = 0.05
+
+
+def _loop():
+    try:
+        return _asyncio.get_event_loop()
+    except RuntimeError:
+        return None
+
+
+def _cancel_background(current):
+    """Cancels the work a run left behind, so that it cannot run between calls or in the next one.
+
+    Every pending timer handle and every pending task except ``current`` (the run itself) is
+    cancelled. A task that never started ends at its next step without running any of its code.
+
+    Returns:
+        The tasks cancelled.
+    """
+    for handle in list(_scheduled):
+        handle.cancel()
+    _scheduled.clear()
+    loop = _loop()
+    tasks = [task for task in (_asyncio.all_tasks(loop) if loop else ())
+             if task is not current and not task.done()]
+    for task in tasks:
+        task.cancel()
+    return tasks
+
+
+# Code compiled by run_sync that awaits at top level, for run() to finish.
+_awaiting = None
+
+
+def run_sync(source):
+    """Runs one execution that does not await at top level; returns the result as JSON text.
+
+    Code that awaits at top level is compiled and kept, and None is returned: run() runs it on
+    the event loop. Going through the event loop costs a one-liner 10 ms or more.
+    """
+    global _awaiting, _interrupted
+    _interrupted = False
+    _awaiting = None
+    try:
+        try:
+            runner = _compile(source)
+            # CO_COROUTINE: the module body awaits, so eval() returns a coroutine.
+            if runner.code is not None and runner.code.co_flags & 0x80:
+                _awaiting = runner
+                return None
+            value = runner.run(_globals)
+        finally:
+            if _awaiting is None:
+                # The event loop has not turned during the run: the tasks it created never
+                # started, so cancelling them is all it takes.
+                _cancel_background(None)
+                _flush()
+    except BaseException as error:
+        return _failure(error)
+    return _success(value)
+
+
+def warm_up():
+    """Runs 1 + 1 the way run_sync runs code, in a namespace of its own; nothing stays behind.
+
+    With a lower V8 tiering budget, this makes V8 optimize the interpreter's hot Wasm functions
+    before the child is ready rather than during the first run (15-30 ms of a one-liner).
+    """
+    import linecache
+    runner = _compile("1 + 1")
+    body = _success(runner.run({"__name__": "__main__", "__builtins__": _builtins}))
+    _flush()
+    linecache.cache.pop(FILENAME, None)
+    return body
+
+
+async def _settle_background(current):
+    """Cancels what the run left behind and lets the cancelled tasks unwind, for a bounded time."""
+    tasks = _cancel_background(current)
+    if tasks:
+        await _asyncio.wait(tasks, timeout=UNWIND_SECONDS)
+        # What their except and finally blocks scheduled, and the tasks that did not finish.
+        _cancel_background(current)
+
+
+async def run(source):
+    """Runs one execution on the event loop (top-level await); returns the result as JSON text."""
+    global _awaiting, _current, _interrupted
+    runner, _awaiting = _awaiting, None
+    current = _current = _asyncio.current_task()
+    try:
+        try:
+            if runner is None:
+                _interrupted = False
+                runner = _compile(source)
+            value = await runner.run_async(_globals)
+        finally:
+            _current = None
+            await _settle_background(current)
+            _flush()
+    except BaseException as error:
+        return _failure(error)
+    return _success(value)

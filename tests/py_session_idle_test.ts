@@ -1,0 +1,239 @@
+/**
+ * A Python session does no work between its calls: what a run scheduled and did not finish is
+ * cancelled when the run ends, and the child is stopped (SIGSTOP) until the next run.
+ *
+ * @module
+ */
+import { assert, assertEquals, assertMatch } from "./_assert.ts";
+import { eventually, leftovers } from "./_helpers.ts";
+import { denoDir, hostPath, LIMITS, pyodideDir, snapshotPath, workerPath } from "./_pyodide.ts";
+import { PyChild, type PyChildOptions } from "../src/exec/py_sandbox.ts";
+import { removeStaleDirs } from "../src/exec/runtime_files.ts";
+import { createLogger } from "../src/log.ts";
+
+const log = createLogger("error");
+
+/** How long the tests leave a session idle while they measure its CPU time. */
+const IDLE_MS = 1_500;
+
+async function clockTicksPerSecond(): Promise<number> {
+  const output = await new Deno.Command("getconf", { args: ["CLK_TCK"], stdout: "piped" })
+    .output().catch(() => undefined);
+  const ticks = Number(new TextDecoder().decode(output?.stdout ?? new Uint8Array()).trim());
+  return Number.isFinite(ticks) && ticks > 0 ? ticks : 100;
+}
+
+const TICKS_PER_SECOND = await clockTicksPerSecond();
+
+/** The process's state letter and its CPU time (user + system, all threads) in ms. */
+async function processStat(pid: number): Promise<{ state: string; cpuMs: number }> {
+  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+  // The command name (field 2) is in parentheses and may hold spaces: count after it.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  return { state: fields[0], cpuMs: (ticks * 1000) / TICKS_PER_SECOND };
+}
+
+function processGone(pid: number): Promise<boolean> {
+  return Deno.stat(`/proc/${pid}`).then(() => false, () => true);
+}
+
+/** Spawns a ready session child, runs `fn`, then checks that no process or directory is left. */
+async function withSession(
+  options: Partial<PyChildOptions>,
+  fn: (child: PyChild) => Promise<void>,
+): Promise<void> {
+  const tempRoot = await Deno.makeTempDir({ prefix: "ce-py-idle-" });
+  let child: PyChild | undefined;
+  try {
+    child = await PyChild.spawn({
+      denoPath: Deno.execPath(),
+      hostPath,
+      workerPath,
+      pyodideDir,
+      snapshotPath,
+      tempRoot,
+      denoDir,
+      memoryMb: 512,
+      log,
+      session: true,
+      ...options,
+    });
+    assert(await child.ready, "the Python child did not start");
+    await fn(child);
+  } finally {
+    // The child is stopped between runs here: SIGKILL must still end it.
+    await child?.dispose();
+    const left = await leftovers(tempRoot);
+    await Deno.remove(tempRoot, { recursive: true });
+    assertEquals(left, [], "sandbox directories left behind");
+    if (child) assert(await processGone(child.pid), `sandbox process ${child.pid} left behind`);
+  }
+}
+
+/** Idles for {@linkcode IDLE_MS} and returns the CPU time the child used meanwhile. */
+async function idleCpuMs(child: PyChild): Promise<{ state: string; usedMs: number }> {
+  const before = await processStat(child.pid);
+  await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
+  const after = await processStat(child.pid);
+  return { state: after.state, usedMs: after.cpuMs - before.cpuMs };
+}
+
+const SPINNERS = `
+import asyncio
+
+def spin():
+    while True:
+        pass
+
+async def busy():
+    while True:
+        pass
+
+kept = 42
+`;
+
+for (
+  const [how, schedule] of [
+    [
+      "a run without await",
+      "asyncio.get_event_loop().call_later(0.1, spin)\nasyncio.ensure_future(busy())\n",
+    ],
+    [
+      "a run that awaits",
+      "await asyncio.sleep(0)\nasyncio.get_event_loop().call_soon(spin)\n" +
+      "asyncio.get_event_loop().call_at(asyncio.get_event_loop().time() + 0.1, spin)\n" +
+      "asyncio.ensure_future(busy())\n",
+    ],
+  ]
+) {
+  Deno.test(`PyChild.run() leaves the busy work ${how} scheduled no CPU between calls and no time in the next`, async () => {
+    await withSession({}, async (child) => {
+      const scheduled = await child.run(SPINNERS + schedule + '"scheduled"', LIMITS);
+      assertEquals(scheduled.error, undefined);
+      assertEquals(scheduled.returnValue, "scheduled");
+
+      const idle = await idleCpuMs(child);
+      assertEquals(idle.state, "T", "a session's child is stopped between its runs");
+      assert(idle.usedMs <= 20, `the idle session used ${idle.usedMs} ms of CPU`);
+
+      const started = performance.now();
+      const next = await child.run("1 + 1", { ...LIMITS, timeoutMs: 5_000 });
+      const tookMs = performance.now() - started;
+      assertEquals(next.error, undefined);
+      assertEquals(next.returnValue, 2);
+      assert(tookMs < 1_500, `the next run took ${Math.round(tookMs)} ms`);
+      assertEquals(
+        (await child.run("kept", LIMITS)).returnValue,
+        42,
+        "the session kept its globals",
+      );
+    });
+  });
+}
+
+Deno.test("PyChild.run() cancels a session's pending task at the end of its call, so it never runs later", async () => {
+  await withSession({}, async (child) => {
+    const first = await child.run(
+      `
+import asyncio
+hits = []
+
+async def later():
+    await asyncio.sleep(0.2)
+    hits.append("ran")
+
+task = asyncio.ensure_future(later())
+`,
+      LIMITS,
+    );
+    assertEquals(first.error, undefined);
+    // Started in a run that awaits, a task still unwinds (its finally block) inside that run.
+    const second = await child.run(
+      `
+async def unwinding():
+    try:
+        await asyncio.sleep(0.2)
+        hits.append("ran too")
+    finally:
+        hits.append("unwound")
+
+other = asyncio.ensure_future(unwinding())
+await asyncio.sleep(0.05)
+"started"
+`,
+      LIMITS,
+    );
+    assertEquals(second.error, undefined);
+    assertEquals((await child.run("list(hits)", LIMITS)).returnValue, ["unwound"]);
+    // Past both tasks' sleeps, with the event loop free to run whatever was still due.
+    const later = await child.run(
+      "await asyncio.sleep(0.4)\n[hits, task.cancelled(), other.cancelled()]",
+      LIMITS,
+    );
+    assertEquals(later.error, undefined);
+    assertEquals(later.returnValue, [["unwound"], true, true]);
+  });
+});
+
+Deno.test("PyChild.run() bounds JavaScript scheduled through the js bridge by the next call's timeout", async () => {
+  // JavaScript timers are out of the runner's reach: stopped between calls, the child runs this
+  // spinner only once the next run starts, which the timeout then ends (interrupt, then SIGKILL).
+  await withSession({ allowedImports: "*" }, async (child) => {
+    const scheduled = await child.run(
+      'import importlib\njs = importlib.import_module("js")\n' +
+        'js.eval("setTimeout(() => { for (;;) {} }, 100)")\n"scheduled"',
+      LIMITS,
+    );
+    assertEquals(scheduled.error, undefined);
+    const idle = await idleCpuMs(child);
+    assert(idle.usedMs <= 20, `the idle session used ${idle.usedMs} ms of CPU`);
+
+    const started = performance.now();
+    const next = await child.run("1 + 1", { ...LIMITS, timeoutMs: 1_000, graceMs: 200 });
+    const tookMs = performance.now() - started;
+    assertEquals(next.error?.type, "TimeoutError");
+    assert(tookMs < 5_000, `the timeout took ${Math.round(tookMs)} ms to end the run`);
+    const after = await child.run("1 + 1", LIMITS);
+    assertEquals(after.error?.type, "SessionEnded");
+    assertMatch(after.error?.message ?? "", /start a new session/);
+  });
+});
+
+Deno.test("removeStaleDirs() kills the session child a SIGKILLed host left stopped", async () => {
+  // Stopped, the child cannot notice that its stdin ended: the next start must end it.
+  const tempRoot = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-py-orphan-" }));
+  const host = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      new URL("./fixtures/py_session_host.ts", import.meta.url).pathname,
+      tempRoot,
+    ],
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  let pid = 0;
+  try {
+    const reader = host.stdout.pipeThrough(new TextDecoderStream()).getReader();
+    let text = "";
+    while (!text.includes("\n")) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += value;
+    }
+    pid = Number(text.trim());
+    assert(pid > 0, `the host printed no pid: ${JSON.stringify(text)}`);
+    host.kill("SIGKILL");
+    await host.status;
+    await reader.cancel();
+    assertEquals((await processStat(pid)).state, "T", "the orphaned child stays stopped");
+
+    await removeStaleDirs(tempRoot, log);
+    assert(await eventually(() => processGone(pid)), `sandbox process ${pid} left behind`);
+    assertEquals(await leftovers(tempRoot), [], "stale sandbox directories left behind");
+  } finally {
+    if (pid > 0 && !(await processGone(pid))) Deno.kill(pid, "SIGKILL");
+    await Deno.remove(tempRoot, { recursive: true });
+  }
+});
