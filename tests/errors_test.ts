@@ -1,0 +1,103 @@
+/**
+ * One error vocabulary: every `error.type` the code base can produce is in `ERROR_TYPES`, the
+ * README's table is that table, and the same condition has the same type in TypeScript and
+ * Python.
+ *
+ * @module
+ */
+import { join } from "node:path";
+import { assertEquals } from "./_assert.ts";
+import { ROOT } from "./_helpers.ts";
+import { resolveSettings } from "../src/config/settings.ts";
+import { CodeExecutorError, ERROR_TYPES } from "../src/errors.ts";
+import { Executor } from "../src/exec/executor.ts";
+import { createLogger } from "../src/log.ts";
+
+/** Error types written as literals: `type: "X"`, `"type": "X"` and `CodeExecutorError("X"`. */
+const TYPE_LITERAL =
+  /(?:\btype:\s*|"type":\s*|CodeExecutorError\(\s*)"([A-Z][A-Za-z]*(?:Error|Crash|Exit|Promise|Unavailable|Disabled|Ended|Cancelled|Large|Down))"/g;
+
+async function sources(dir: string, extensions: string[]): Promise<string[]> {
+  const files: string[] = [];
+  for await (const entry of Deno.readDir(join(ROOT, dir))) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory) files.push(...await sources(path, extensions));
+    else if (extensions.some((extension) => entry.name.endsWith(extension))) files.push(path);
+  }
+  return files;
+}
+
+Deno.test("every error type the code produces is in ERROR_TYPES", async () => {
+  const known = new Set(Object.keys(ERROR_TYPES));
+  const unknown: string[] = [];
+  const seen = new Set<string>();
+  for (
+    const file of [...await sources("src", [".ts"]), ...await sources("sandbox", [".ts", ".py"])]
+  ) {
+    const text = await Deno.readTextFile(join(ROOT, file));
+    for (const match of text.matchAll(TYPE_LITERAL)) {
+      seen.add(match[1]);
+      if (!known.has(match[1])) unknown.push(`${file}: ${match[1]}`);
+    }
+  }
+  assertEquals(unknown, []);
+  // The scan itself finds the types produced outside TypeScript's type checks.
+  for (const type of ["SandboxExit", "UnsettledPromise", "SandboxError", "OutputLimitError"]) {
+    assertEquals(seen.has(type), true, `the scan did not find ${type}`);
+  }
+});
+
+Deno.test("README's table of error types is ERROR_TYPES", async () => {
+  const readme = await Deno.readTextFile(join(ROOT, "README.md"));
+  const start = readme.indexOf("### Error types");
+  const section = readme.slice(start, readme.indexOf("\n## ", start));
+  const rows = section.split("\n").filter((line) => /^\| `[A-Za-z]+`/.test(line));
+  const table = Object.fromEntries(rows.map((row) => {
+    const [type, meaning, change] = row.split("|").slice(1, 4).map((cell) => cell.trim());
+    return [type.replaceAll("`", ""), { meaning, change }];
+  }));
+  assertEquals(table, ERROR_TYPES);
+});
+
+Deno.test("CodeExecutorError keeps the error it wraps and renders itself", () => {
+  const cause = new Error("socket closed");
+  const error = new CodeExecutorError("ToolCallError", "Cannot call the tool", { cause });
+  assertEquals(error.cause, cause);
+  assertEquals(error.toReply(), {
+    ok: false,
+    error: { type: "ToolCallError", message: "Cannot call the tool" },
+  });
+  assertEquals(error.toResult().error, { type: "ToolCallError", message: "Cannot call the tool" });
+});
+
+Deno.test("the same condition has the same error type in TypeScript and Python", async () => {
+  const tempDir = await Deno.makeTempDir({ prefix: "ce-errors-" });
+  const settings = resolveSettings({
+    sandbox: { warmPool: 1, tempDir },
+    python: { warmPool: 1 },
+    limits: { maxOutputBytes: 100 * 1024 },
+  });
+  const executor = await Executor.create(settings, { log: createLogger("error") });
+  try {
+    const cases: Array<[string, string, string]> = [
+      ["Deno.exit(3);", "raise SystemExit(3)", "SandboxExit"],
+      ['return "x".repeat(200_000);', '"x" * 200_000', "OutputLimitError"],
+      ['console.log("x".repeat(200_000));', 'print("x" * 200_000)', "OutputLimitError"],
+      ["while (true) {}", "while True: pass", "TimeoutError"],
+      [
+        'await callMCPTool("mcp__nowhere__tool", {});',
+        'await call_mcp_tool("mcp__nowhere__tool", {})',
+        "ToolCallError",
+      ],
+    ];
+    for (const [typescript, python, type] of cases) {
+      const options = { timeoutMs: 3_000 };
+      const ts = await executor.runTypescript(typescript, options);
+      const py = await executor.runPython(python, options);
+      assertEquals([ts.error?.type, py.error?.type], [type, type], `${typescript} / ${python}`);
+    }
+  } finally {
+    await executor.close();
+    await Deno.remove(tempDir, { recursive: true });
+  }
+});
