@@ -4,6 +4,10 @@ sandbox/py_worker.ts runs this file once per interpreter, as the module ``_sandb
 memory snapshot is taken (or at a cold boot). The host reads it and sends it in the ``init`` frame,
 so the sandbox process needs no permission to read it. Nothing here is a security boundary: the
 process's Deno permissions are (see SECURITY.md).
+
+It is one module of about 520 lines because it becomes one: the API, the import guard and the
+runner share module state (the bridge, the allowed imports, the run's globals and its pending
+handles), and the snapshot holds exactly this module.
 """
 import ast as _ast
 import asyncio as _asyncio

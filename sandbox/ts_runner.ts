@@ -18,7 +18,9 @@
  * blocking read of stdin until the host kills it (or closes stdin), so that no more of the code's
  * JavaScript runs and the process is not torn down while the host answers its client.
  *
- * This file must stay self-contained: it may be copied next to a compiled binary.
+ * This file must stay self-contained: it may be copied next to a compiled binary, and the child
+ * loads exactly this one module before the code. That is why it is one file of about 480 lines
+ * (console, API, frame channel and the run's end) rather than several.
  *
  * @module
  */
