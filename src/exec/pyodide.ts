@@ -22,7 +22,11 @@ export const PYODIDE_VERSION: string = pyodideManifest.version;
 function installedDir(): string | undefined {
   try {
     const url = import.meta.resolve("pyodide/package.json");
-    return url.startsWith("file:") ? dirname(fileURLToPath(url)) : undefined;
+    if (!url.startsWith("file:")) return undefined;
+    const dir = dirname(fileURLToPath(url));
+    // Inside a compiled binary the package is in its embedded file system, which the sandbox
+    // child (another process) cannot read: look on disk instead.
+    return /deno-compile-/.test(dir) ? undefined : dir;
   } catch {
     return undefined;
   }
