@@ -1,7 +1,8 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { startServer } from "./_helpers.ts";
-import { AuditLog, redactText } from "../src/policy/audit.ts";
+import { AuditLog } from "../src/policy/audit.ts";
+import { redactText } from "../src/redact.ts";
 import { sha256Hex } from "../src/_util.ts";
 import { resolveSettings } from "../src/config/settings.ts";
 import { Executor } from "../src/exec/executor.ts";

@@ -10,7 +10,7 @@
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { isPlainObject } from "../_util.ts";
-import { redactText } from "../policy/audit.ts";
+import { redactText } from "../redact.ts";
 import {
   claudeCodeConfigPath,
   claudeDesktopConfigPath,

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { redactText } from "../policy/audit.ts";
+import { redactText } from "../redact.ts";
 import { CodeExecutorError } from "../errors.ts";
 
 /** The longest `retry-after` this client waits; a provider asking for more fails the request. */

@@ -10,7 +10,8 @@
  * @module
  */
 import type { Settings } from "../config/settings.ts";
-import { type AuditLog, redact, redactText } from "../policy/audit.ts";
+import type { AuditLog } from "../policy/audit.ts";
+import { redact, redactText } from "../redact.ts";
 import { type BudgetCaps, estimateTokens, SamplingBudget, type SamplingTotals } from "./budget.ts";
 import type { ClientChannel } from "./channel.ts";
 import { checkQuestion, checkSampling } from "./rules.ts";
