@@ -11,7 +11,7 @@ import {
 } from "../src/sampling/providers.ts";
 import { parseRetryAfter } from "../src/sampling/retry.ts";
 import { SamplingError, type SamplingRequest } from "../src/sampling/types.ts";
-import { assert, assertEquals, assertMatch } from "./_assert.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "./_assert.ts";
 
 /** A key that no redaction pattern recognizes: only the backend's own care keeps it out. */
 const KEY = "test-key-8f3e2a9c71d4";
@@ -139,15 +139,10 @@ const REQUEST: SamplingRequest = {
 
 /** Runs `fn`, which must reject with a SamplingError, and returns that error. */
 async function samplingError(fn: () => Promise<unknown>): Promise<SamplingError> {
-  try {
-    await fn();
-  } catch (error) {
-    assert(error instanceof SamplingError, `expected a SamplingError, got ${error}`);
-    assert(!String(error.message).includes(KEY), `the key leaked: ${error.message}`);
-    assert(!String(error.stack).includes(KEY), "the key leaked into the stack");
-    return error;
-  }
-  throw new Error("Expected a SamplingError: the call succeeded");
+  const error = await assertRejects(fn, SamplingError);
+  assert(!String(error.message).includes(KEY), `the key leaked: ${error.message}`);
+  assert(!String(error.stack).includes(KEY), "the key leaked into the stack");
+  return error;
 }
 
 function signal(): AbortSignal {

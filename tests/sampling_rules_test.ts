@@ -3,20 +3,14 @@
  *
  * @module
  */
-import { assertEquals, assertMatch } from "./_assert.ts";
+import { assertEquals, assertMatch, assertThrows } from "./_assert.ts";
 import { loadSettings } from "../src/config/settings.ts";
 import { SamplingBudget } from "../src/sampling/budget.ts";
 import { checkQuestion, checkSampling } from "../src/sampling/rules.ts";
 import { SamplingError } from "../src/sampling/types.ts";
 
 function refusal(fn: () => unknown): SamplingError {
-  try {
-    fn();
-  } catch (error) {
-    if (error instanceof SamplingError) return error;
-    throw error;
-  }
-  throw new Error("Expected a SamplingError");
+  return assertThrows(fn, SamplingError);
 }
 
 const user = { role: "user", content: "hi" };

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { assertEquals, assertMatch } from "./_assert.ts";
+import { assertEquals, assertMatch, assertRejects } from "./_assert.ts";
 import { loadSettings, resolveSettings, SettingsError } from "../src/config/settings.ts";
 
 async function withDirs(
@@ -18,13 +18,7 @@ async function withDirs(
 }
 
 async function settingsError(fn: () => Promise<unknown>): Promise<string> {
-  try {
-    await fn();
-  } catch (error) {
-    if (error instanceof SettingsError) return error.message;
-    throw error;
-  }
-  throw new Error("expected a SettingsError");
+  return (await assertRejects(fn, SettingsError)).message;
 }
 
 Deno.test("resolveSettings() fills in the documented defaults", () => {
