@@ -614,6 +614,40 @@ export async function withTempDir<T>(prefix: string, fn: (dir: string) => Promis
   }
 }
 
+/** The directories of a test that plays a user: a HOME and a project under one temp root. */
+export interface UserDirs {
+  /** The temp root, as its real path. */
+  root: string;
+  /** `<root>/home`, empty. */
+  home: string;
+  /** `<root>/project`, empty. */
+  project: string;
+}
+
+/**
+ * Runs `fn` with a fresh temp root holding an empty `home/` and `project/`, and removes it
+ * afterwards. The root is its real path, so that paths compare equal where the temp directory is
+ * behind a symlink.
+ *
+ * @param prefix The root's name prefix.
+ * @param fn The test body.
+ * @returns What `fn` returns.
+ */
+export async function withUserDirs<T>(
+  prefix: string,
+  fn: (dirs: UserDirs) => Promise<T>,
+): Promise<T> {
+  const root = await Deno.realPath(await Deno.makeTempDir({ prefix }));
+  const dirs = { root, home: join(root, "home"), project: join(root, "project") };
+  try {
+    await Deno.mkdir(dirs.home);
+    await Deno.mkdir(dirs.project);
+    return await fn(dirs);
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+}
+
 /**
  * Runs `fn` with an in-process {@linkcode Executor} whose sandboxes live in a fresh temp
  * directory (no warm pools unless `raw` asks for them), then checks that no sandbox directory is

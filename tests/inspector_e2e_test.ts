@@ -20,6 +20,7 @@ import {
   ROOT,
   runCommand,
   sandboxDirs,
+  withTempDir,
 } from "./_helpers.ts";
 
 /** Generous: the first run may download the Inspector and its dependencies from npm. */
@@ -79,19 +80,16 @@ function parseResult(run: CommandRun): Record<string, unknown> {
  * Runs `body` with a private TMPDIR for the server and checks that the server removed every
  * workspace it created there.
  */
-async function withTempDir(body: (tempDir: string) => Promise<void>): Promise<void> {
-  const tempDir = await Deno.makeTempDir({ prefix: "ce-inspector-" });
-  try {
+function withServerTempDir(body: (tempDir: string) => Promise<void>): Promise<void> {
+  return withTempDir("ce-inspector-", async (tempDir) => {
     await body(tempDir);
     const clean = await eventually(async () => (await sandboxDirs(tempDir)).length === 0);
     assert(clean, `workspaces left behind: ${(await sandboxDirs(tempDir)).join(", ")}`);
-  } finally {
-    await Deno.remove(tempDir, { recursive: true }).catch(() => {});
-  }
+  });
 }
 
 Deno.test("MCP Inspector CLI lists run_typescript with tools/list", async () => {
-  await withTempDir(async (tempDir) => {
+  await withServerTempDir(async (tempDir) => {
     const result = parseResult(await inspect(tempDir, ["--method", "tools/list"]));
     const tools = result.tools as { name: string; inputSchema: { required?: string[] } }[];
     const names = tools.map((tool) => tool.name);
@@ -102,7 +100,7 @@ Deno.test("MCP Inspector CLI lists run_typescript with tools/list", async () => 
 });
 
 Deno.test("MCP Inspector CLI runs code with tools/call run_typescript", async () => {
-  await withTempDir(async (tempDir) => {
+  await withServerTempDir(async (tempDir) => {
     const result = parseResult(
       await inspect(tempDir, [
         "--method",
