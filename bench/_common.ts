@@ -228,7 +228,7 @@ export async function childPids(pid: number): Promise<number[]> {
  * @param pid The process.
  * @returns Their pids.
  */
-export async function descendantPids(pid: number): Promise<number[]> {
+async function descendantPids(pid: number): Promise<number[]> {
   const found: number[] = [];
   const queue = [pid];
   while (queue.length > 0) {
@@ -258,7 +258,7 @@ async function processStart(pid: number): Promise<string | undefined> {
  * @param pid The root.
  * @returns Pid → start time.
  */
-export async function processTree(pid: number): Promise<Map<number, string>> {
+async function processTree(pid: number): Promise<Map<number, string>> {
   const tree = new Map<number, string>();
   for (const each of [pid, ...await descendantPids(pid)]) {
     const start = await processStart(each);
@@ -275,7 +275,7 @@ export async function processTree(pid: number): Promise<Map<number, string>> {
  * @param graceMs How long they may take.
  * @returns How many had to be killed.
  */
-export async function reap(processes: Map<number, string>, graceMs: number): Promise<number> {
+async function reap(processes: Map<number, string>, graceMs: number): Promise<number> {
   const deadline = Date.now() + graceMs;
   const alive = async () => {
     const left: number[] = [];
@@ -536,7 +536,7 @@ export interface IntOption {
  * @returns The value.
  * @throws {TypeError} When it is not an integer of at least the minimum.
  */
-export function intOption(raw: string | undefined, name: string, option: IntOption): number {
+function intOption(raw: string | undefined, name: string, option: IntOption): number {
   if (raw === undefined) return option.fallback;
   const min = option.min ?? 1;
   const value = Number(raw);

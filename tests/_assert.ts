@@ -122,7 +122,8 @@ export function assertReturns(
 }
 
 /**
- * Asserts that a run failed with this error type (and a message that matches), returning nothing.
+ * Asserts that a run failed with this error type, a message that matches (when given) and no
+ * return value.
  *
  * @param result The run's result.
  * @param type The expected `error.type`.
