@@ -28,14 +28,29 @@
 import type { Client } from "@modelcontextprotocol/client";
 import type { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
+import {
+  childPids,
+  loadAverage,
+  log,
+  machineInfo,
+  mean,
+  parseBenchArgs,
+  percentile,
+  printReport,
+  residentMb,
+  round,
+  row,
+  runBench,
+  sleep,
+} from "./_common.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
-import { startServer } from "../tests/_helpers.ts";
-
-/** The server-everything build the workload calls. */
-export const EVERYTHING = "npm:@modelcontextprotocol/server-everything@2026.8.31";
-/** The server-memory build the workload calls. */
-export const MEMORY = "npm:@modelcontextprotocol/server-memory@2026.8.31";
+import {
+  EVERYTHING,
+  MEMORY,
+  npmServer,
+  type ServerHarness,
+  startServer,
+} from "../tests/_helpers.ts";
 /** Upstream tool calls one execution makes. */
 export const CALLS_PER_EXECUTION = 20;
 const ECHOES = 9;
@@ -189,48 +204,46 @@ export function loadJobs(
   });
 }
 
-/** The Deno cache of this process, which the servers share so that nothing is downloaded. */
-function denoDir(): string {
-  const own = Deno.env.get("DENO_DIR");
-  if (own) return own;
-  return join(cacheHome(), "deno");
-}
-
-function cacheHome(): string {
-  return Deno.env.get("XDG_CACHE_HOME") ?? join(Deno.env.get("HOME") ?? "/root", ".cache");
-}
-
-/**
- * The server's environment: a private HOME, the real Deno cache and the real XDG cache (where
- * the Pyodide snapshot is).
- *
- * @param home The private HOME.
- * @returns Variables for `startServer({ env })`.
- */
-export function serverEnv(home: string): Record<string, string> {
-  return { HOME: home, DENO_DIR: denoDir(), XDG_CACHE_HOME: cacheHome() };
+/** Options for {@linkcode startLoadServer}. */
+export interface LoadServerOptions {
+  /** `CODE_EXECUTOR_WARM_POOL`; the settings' default when omitted. */
+  tsPool?: number;
+  /** `CODE_EXECUTOR_PYTHON_WARM_POOL`. */
+  pythonPool: number;
+  /** `limits.maxConcurrent`; the settings' default when omitted. */
+  maxConcurrent?: number;
 }
 
 /**
- * Writes an `mcp.json` naming server-everything and server-memory, both run from `home` so that
- * they never touch the project's deno.json, lock file or node_modules.
+ * Starts the server the workload runs on (`deno task start`): a private HOME, the real Deno cache
+ * (the npm servers are not downloaded again) and the real XDG cache (the Pyodide snapshot is not
+ * built again), with server-everything and server-memory run from `home`, so that they never
+ * touch the project's deno.json, lock file or node_modules.
  *
- * @param home The private HOME; the memory file goes there too.
- * @returns The file's path.
+ * @param home The private HOME; the upstream config and the memory file go there too.
+ * @param options Warm pools and concurrency.
+ * @returns The harness.
  */
-export async function writeUpstreamConfig(home: string): Promise<string> {
-  const file = join(home, "mcp.json");
-  const mcpServers = {
-    everything: { command: Deno.execPath(), args: ["run", "-A", EVERYTHING], cwd: home },
-    memory: {
-      command: Deno.execPath(),
-      args: ["run", "-A", MEMORY],
-      env: { MEMORY_FILE_PATH: join(home, "memory.jsonl") },
-      cwd: home,
-    },
+export function startLoadServer(home: string, options: LoadServerOptions): Promise<ServerHarness> {
+  const env: Record<string, string> = {
+    CODE_EXECUTOR_PYTHON_WARM_POOL: String(options.pythonPool),
   };
-  await Deno.writeTextFile(file, JSON.stringify({ mcpServers }, null, 2));
-  return file;
+  if (options.tsPool !== undefined) env.CODE_EXECUTOR_WARM_POOL = String(options.tsPool);
+  return startServer({
+    home,
+    sharedCache: true,
+    upstream: {
+      everything: { ...npmServer(EVERYTHING), cwd: home },
+      memory: {
+        ...npmServer(MEMORY, { env: { MEMORY_FILE_PATH: join(home, "memory.jsonl") } }),
+        cwd: home,
+      },
+    },
+    env,
+    ...(options.maxConcurrent === undefined
+      ? {}
+      : { settings: { limits: { maxConcurrent: options.maxConcurrent } } }),
+  });
 }
 
 /** Options of {@linkcode runJob} and {@linkcode runLoad}. */
@@ -352,30 +365,6 @@ export async function serverPid(client: Client): Promise<number> {
   throw new Error(`Cannot find the server process: no child of ${runner} runs main.ts serve`);
 }
 
-async function childPids(pid: number): Promise<number[]> {
-  const pids: number[] = [];
-  for await (const task of Deno.readDir(`/proc/${pid}/task`)) {
-    const text = await Deno.readTextFile(`/proc/${pid}/task/${task.name}/children`)
-      .catch(() => "");
-    pids.push(...text.split(/\s+/).filter(Boolean).map(Number));
-  }
-  return pids;
-}
-
-/**
- * Reads a process's resident set size.
- *
- * @param pid The process.
- * @returns VmRSS in MB.
- * @throws {Error} When the process has gone.
- */
-export async function residentMb(pid: number): Promise<number> {
-  const status = await Deno.readTextFile(`/proc/${pid}/status`);
-  const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
-  if (!match) throw new Error(`Cannot read VmRSS of process ${pid}: no VmRSS line`);
-  return Number(match[1]) / 1024;
-}
-
 /** What {@linkcode settledRss} saw. */
 export interface SettledRss {
   /** RSS when the wait began, in MB. */
@@ -433,11 +422,6 @@ export interface LatencyStats {
   meanMs: number;
 }
 
-function round(value: number, digits = 1): number {
-  const scale = 10 ** digits;
-  return Math.round(value * scale) / scale;
-}
-
 /**
  * Summarizes latencies with nearest-rank percentiles.
  *
@@ -448,14 +432,13 @@ function round(value: number, digits = 1): number {
 export function latencyStats(samples: number[]): LatencyStats {
   if (samples.length === 0) throw new RangeError("Cannot summarize an empty sample");
   const sorted = [...samples].sort((a, b) => a - b);
-  const rank = (p: number) => sorted[Math.min(sorted.length - 1, Math.ceil(sorted.length * p) - 1)];
   return {
     n: sorted.length,
-    p50Ms: round(rank(0.5)),
-    p99Ms: round(rank(0.99)),
+    p50Ms: round(percentile(sorted, 0.5)),
+    p99Ms: round(percentile(sorted, 0.99)),
     minMs: round(sorted[0]),
     maxMs: round(sorted[sorted.length - 1]),
-    meanMs: round(sorted.reduce((sum, x) => sum + x, 0) / sorted.length),
+    meanMs: round(mean(sorted)),
   };
 }
 
@@ -485,28 +468,6 @@ interface Report {
   hostRssMb: { baseline: number; peak: number; after: number; afterWaitedMs: number };
 }
 
-function log(message: string): void {
-  console.error(`[bench] ${message}`);
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-async function loadAverage(): Promise<string> {
-  const text = await Deno.readTextFile("/proc/loadavg").catch(() => "unknown");
-  return text.split(" ").slice(0, 3).join(" ");
-}
-
-function positiveInt(raw: string | undefined, name: string, fallback: number, min = 1): number {
-  if (raw === undefined) return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min) {
-    throw new TypeError(`Invalid --${name} "${raw}": expected an integer of at least ${min}`);
-  }
-  return value;
-}
-
 /**
  * Executions (half of each language) run before the measured load, at its concurrency: they
  * connect the upstream servers and bring the host to the size it keeps under this load.
@@ -517,14 +478,9 @@ async function bench(options: BenchOptions, command: string): Promise<Report> {
   const loadBefore = await loadAverage();
   const home = await Deno.makeTempDir({ prefix: "ce-bench-load-" });
   try {
-    const config = await writeUpstreamConfig(home);
-    const server = await startServer({
-      args: ["--config", config],
-      env: {
-        ...serverEnv(home),
-        CODE_EXECUTOR_PYTHON_WARM_POOL: String(options.pythonPool),
-      },
-      settings: { limits: { maxConcurrent: options.maxConcurrent } },
+    const server = await startLoadServer(home, {
+      pythonPool: options.pythonPool,
+      maxConcurrent: options.maxConcurrent,
     });
     try {
       const tag = crypto.randomUUID().slice(0, 8);
@@ -562,16 +518,10 @@ async function bench(options: BenchOptions, command: string): Promise<Report> {
         run.outcomes.filter((o) => language === undefined || o.job.language === language);
       const durations = (language: Language) =>
         latencyStats(of(language).map((o) => o.result?.durationMs ?? NaN).filter(Number.isFinite));
-      const cpuinfo = await Deno.readTextFile("/proc/cpuinfo").catch(() => "");
+      const { nproc, cpu, deno } = await machineInfo();
       return {
         date: new Date().toISOString(),
-        machine: {
-          nproc: navigator.hardwareConcurrency,
-          cpu: /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1]?.trim() ?? "unknown",
-          deno: Deno.version.deno,
-          loadBefore,
-          loadAfter: await loadAverage(),
-        },
+        machine: { nproc, cpu, deno, loadBefore, loadAfter: await loadAverage() },
         command,
         options: { ...options, warmup: warmupCount, callsPerExecution: CALLS_PER_EXECUTION },
         elapsedMs: round(run.elapsedMs),
@@ -600,7 +550,6 @@ async function bench(options: BenchOptions, command: string): Promise<Report> {
 }
 
 function renderMarkdown(report: Report): string {
-  const row = (cells: Array<string | number>) => `| ${cells.join(" | ")} |`;
   const { options } = report;
   const latencyRow = (name: string, s: LatencyStats, server?: LatencyStats) =>
     row([name, s.n, s.p50Ms, s.p99Ms, s.minMs, s.maxMs, server ? server.p50Ms : ""]);
@@ -635,39 +584,21 @@ function renderMarkdown(report: Report): string {
 }
 
 async function main(args: string[]): Promise<void> {
-  const { values } = parseArgs({
+  const parsed = parseBenchArgs(
     args,
-    options: {
-      executions: { type: "string" },
-      concurrency: { type: "string" },
-      "max-concurrent": { type: "string" },
-      "python-pool": { type: "string" },
-      json: { type: "boolean" },
-      help: { type: "boolean", short: "h" },
+    "Usage: deno run -A bench/load.ts [--executions N] [--concurrency N] [--max-concurrent N] [--python-pool N] [--json]",
+    {
+      executions: { fallback: 200 },
+      concurrency: { fallback: 16 },
+      maxConcurrent: { fallback: 4 },
+      pythonPool: { fallback: 2, min: 0 },
     },
-  });
-  if (values.help) {
-    console.log(
-      "Usage: deno run -A bench/load.ts [--executions N] [--concurrency N] [--max-concurrent N] [--python-pool N] [--json]",
-    );
-    return;
-  }
-  const options: BenchOptions = {
-    executions: positiveInt(values.executions, "executions", 200),
-    concurrency: positiveInt(values.concurrency, "concurrency", 16),
-    maxConcurrent: positiveInt(values["max-concurrent"], "max-concurrent", 4),
-    pythonPool: positiveInt(values["python-pool"], "python-pool", 2, 0),
-  };
+  );
+  if (!parsed) return;
+  const options: BenchOptions = parsed.ints;
   const report = await bench(options, ["deno run -A bench/load.ts", ...args].join(" "));
-  console.log(values.json ? JSON.stringify(report, null, 2) : renderMarkdown(report));
+  printReport(parsed.json, report, renderMarkdown);
   if (report.failures > 0) Deno.exitCode = 1;
 }
 
-if (import.meta.main) {
-  try {
-    await main(Deno.args);
-  } catch (error) {
-    console.error(`bench: ${(error as Error).stack ?? error}`);
-    Deno.exit(1);
-  }
-}
+if (import.meta.main) await runBench(main);

@@ -36,16 +36,38 @@
  *
  * @module
  */
-import { Client } from "@modelcontextprotocol/client";
-import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
+import {
+  type CallTiming,
+  concurrentCalls,
+  connectStdio,
+  loadAverage,
+  log,
+  type MachineInfo,
+  machineInfo,
+  machineText,
+  parseBenchArgs,
+  printReport,
+  ratio,
+  repeat,
+  residentMb,
+  round,
+  row,
+  runBench,
+  sleep,
+  type Stats,
+  stats,
+  status,
+  statusMb,
+  type StdioServer,
+  timeDenoRun,
+  timedRefusal,
+  timedRun,
+} from "./_common.ts";
+import { cacheHome, ROOT, sandboxPids, serverEnv } from "../tests/_helpers.ts";
 import { resolveSettings } from "../src/config/settings.ts";
 import { Executor } from "../src/exec/executor.ts";
 import { createLogger } from "../src/log.ts";
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const PY_CODE = "1 + 1";
 const PY_VALUE = 2;
 const TS_CODE = "return 1";
@@ -60,14 +82,6 @@ const TARGETS = {
   refillMs: 400,
   childRssMb: 200,
 };
-
-interface Stats {
-  n: number;
-  medianMs: number;
-  p95Ms: number;
-  minMs: number;
-  maxMs: number;
-}
 
 interface ChildMemory {
   pid: number;
@@ -124,12 +138,7 @@ interface RefillResult {
 
 interface Report {
   date: string;
-  machine: {
-    nproc: number;
-    cpu: string;
-    deno: string;
-    v8: string;
-    os: string;
+  machine: MachineInfo & {
     /** `/proc/loadavg` before and after the run: other work on the machine skews the numbers. */
     loadBefore: string;
     loadAfter: string;
@@ -174,63 +183,8 @@ interface Options {
   freshCache: boolean;
 }
 
-interface CallOutcome {
-  ok?: boolean;
-  returnValue?: unknown;
-  durationMs?: number;
-  error?: { type?: string; message?: string };
-}
-
-function log(message: string): void {
-  console.error(`[bench] ${message}`);
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-function round(value: number, digits = 1): number {
-  const scale = 10 ** digits;
-  return Math.round(value * scale) / scale;
-}
-
-function stats(samples: number[]): Stats {
-  if (samples.length === 0) throw new RangeError("Cannot summarize an empty sample");
-  const sorted = [...samples].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  const median = sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-  // Nearest-rank percentile: the smallest sample with at least 95% of samples at or below it.
-  const p95 = sorted[Math.min(sorted.length - 1, Math.ceil(sorted.length * 0.95) - 1)];
-  return {
-    n: sorted.length,
-    medianMs: round(median, 2),
-    p95Ms: round(p95, 2),
-    minMs: round(sorted[0], 2),
-    maxMs: round(sorted[sorted.length - 1], 2),
-  };
-}
-
-function ratio(value: number, base: number): number {
-  return round(value / base, 2);
-}
-
-async function statusFields(pid: number): Promise<Record<string, number>> {
-  const status = await Deno.readTextFile(`/proc/${pid}/status`);
-  const fields: Record<string, number> = {};
-  for (const match of status.matchAll(/^(\w+):\s+(\d+)\s+kB$/gm)) {
-    fields[match[1]] = Number(match[2]) / 1024;
-  }
-  return fields;
-}
-
-async function residentMb(pid: number): Promise<number> {
-  const rss = (await statusFields(pid)).VmRSS;
-  if (rss === undefined) throw new Error(`Cannot read VmRSS of process ${pid}: no VmRSS line`);
-  return rss;
-}
-
 async function childMemory(pid: number): Promise<ChildMemory> {
-  const fields = await statusFields(pid);
+  const fields = await statusMb(pid);
   // PSS shares the deno binary's pages between the processes that map them: the fairer cost.
   const rollup = await Deno.readTextFile(`/proc/${pid}/smaps_rollup`).catch(() => "");
   const pss = /^Pss:\s+(\d+)\s+kB/m.exec(rollup);
@@ -245,34 +199,8 @@ async function childMemory(pid: number): Promise<ChildMemory> {
 
 /** Python children of the server whose private TMPDIR is `tempDir`. */
 async function pythonChildren(tempDir: string): Promise<number[]> {
-  const pids: number[] = [];
-  for await (const entry of Deno.readDir("/proc")) {
-    if (!/^\d+$/.test(entry.name)) continue;
-    try {
-      const cmdline = await Deno.readTextFile(`/proc/${entry.name}/cmdline`);
-      if (!cmdline.includes("py_host.ts")) continue;
-      // Children run in a private directory under the server's temp root, our TMPDIR.
-      const cwd = await Deno.readLink(`/proc/${entry.name}/cwd`);
-      if (cwd.startsWith(tempDir + "/")) pids.push(Number(entry.name));
-    } catch {
-      // The process exited while we looked, or is not ours to inspect.
-    }
-  }
-  return pids.sort((a, b) => a - b);
-}
-
-async function isRunning(pid: number): Promise<boolean> {
-  try {
-    const status = await Deno.readTextFile(`/proc/${pid}/status`);
-    return !/^State:\s+Z/m.test(status);
-  } catch {
-    return false;
-  }
-}
-
-async function loadAverage(): Promise<string> {
-  const text = await Deno.readTextFile("/proc/loadavg").catch(() => "unknown");
-  return text.split(" ").slice(0, 3).join(" ");
+  // Children run in a private directory under the server's temp root, our TMPDIR.
+  return (await sandboxPids(tempDir, ["py_host.ts"])).sort((a, b) => a - b);
 }
 
 async function gitState(): Promise<Report["code"]> {
@@ -292,56 +220,6 @@ async function gitState(): Promise<Report["code"]> {
   return { commit, dirty };
 }
 
-async function machine(loadBefore: string): Promise<Report["machine"]> {
-  const cpuinfo = await Deno.readTextFile("/proc/cpuinfo").catch(() => "");
-  return {
-    nproc: navigator.hardwareConcurrency,
-    cpu: /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1]?.trim() ?? "unknown",
-    deno: Deno.version.deno,
-    v8: Deno.version.v8,
-    os: `${Deno.build.os} ${Deno.osRelease()}`,
-    loadBefore,
-    loadAfter: await loadAverage(),
-  };
-}
-
-/** Times `deno run --no-config -q tiny.ts` per call: the floor of any spawn-per-call design. */
-async function runBaseline(iterations: number, warmup: number): Promise<Stats> {
-  const dir = await Deno.makeTempDir({ prefix: "ce-bench-baseline-" });
-  try {
-    const script = join(dir, "tiny.ts");
-    await Deno.writeTextFile(script, "const one: number = 1;\nif (one !== 1) Deno.exit(1);\n");
-    const command = new Deno.Command(Deno.execPath(), {
-      args: ["run", "--no-config", "-q", script],
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    });
-    const samples: number[] = [];
-    for (let i = 0; i < warmup + iterations; i++) {
-      const started = performance.now();
-      const output = await command.output();
-      const elapsed = performance.now() - started;
-      if (!output.success) {
-        throw new Error(
-          `Baseline script failed with code ${output.code}: ${
-            new TextDecoder().decode(output.stderr)
-          }`,
-        );
-      }
-      if (i >= warmup) samples.push(elapsed);
-    }
-    return stats(samples);
-  } finally {
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
-  }
-}
-
-function realCacheHome(): string {
-  const env = (name: string) => Deno.env.get(name) || undefined;
-  return env("XDG_CACHE_HOME") ?? join(env("HOME") ?? "/", ".cache");
-}
-
 interface ServerOptions {
   /** `CODE_EXECUTOR_PYTHON_WARM_POOL`; Python is off when null. */
   pythonPool: number | null;
@@ -354,66 +232,29 @@ interface ServerOptions {
   logLevel?: string;
 }
 
-interface BenchServer {
-  client: Client;
-  pid: number;
+interface BenchServer extends StdioServer {
   tempDir: string;
-  /** `performance.now()` just before the transport spawned the server. */
-  spawnedAt: number;
-  connectedAt: number;
-  stderr(): string;
-  call(tool: "run_python" | "run_typescript"): Promise<{ latencyMs: number; serverMs: number }>;
+  call(tool: "run_python" | "run_typescript"): Promise<CallTiming>;
   /** A `run_python` call the server refuses before it touches a sandbox. */
   callRefused(): Promise<number>;
-  close(): Promise<void>;
 }
 
 /** Starts `deno run -A main.ts serve` with a private TMPDIR and HOME and connects a client. */
 async function startServer(options: ServerOptions): Promise<BenchServer> {
   const tempDir = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-bench-py-" }));
-  const cacheHome = options.cacheHome ?? realCacheHome();
+  // The server's own modules come from the caller's Deno cache, already compiled; the Pyodide
+  // snapshot from the caller's XDG cache unless `cacheHome` says otherwise.
   const env: Record<string, string> = {
-    PATH: Deno.env.get("PATH") ?? "",
-    HOME: tempDir,
-    TMPDIR: tempDir,
-    // The server's own modules come from the caller's Deno cache, already compiled.
-    DENO_DIR: join(realCacheHome(), "deno"),
-    XDG_CACHE_HOME: cacheHome,
+    ...serverEnv(tempDir, { home: tempDir, sharedCache: true }),
+    XDG_CACHE_HOME: options.cacheHome ?? cacheHome(),
     CODE_EXECUTOR_LOG_LEVEL: options.logLevel ?? "warn",
     CODE_EXECUTOR_WARM_POOL: String(options.tsPool),
     PYTHON_ENABLED: String(options.pythonPool !== null),
     CODE_EXECUTOR_PYTHON_WARM_POOL: String(options.pythonPool ?? 0),
   };
-  const transport = new StdioClientTransport({
-    command: Deno.execPath(),
-    args: ["run", "-A", "main.ts", "serve"],
-    cwd: ROOT,
-    env,
-    stderr: "pipe",
-  });
-  let stderrText = "";
-  transport.stderr?.on("data", (chunk: Uint8Array) => {
-    stderrText = (stderrText + new TextDecoder().decode(chunk)).slice(-65_536);
-  });
-  const client = new Client({ name: "code-executor-bench", version: "1.0.0" });
-  let pid: number | null = null;
-
-  const close = async () => {
-    await client.close().catch(() => {});
-    if (pid !== null) {
-      const deadline = Date.now() + 5_000;
-      while (await isRunning(pid) && Date.now() < deadline) await sleep(20);
-      if (await isRunning(pid)) {
-        log(`server ${pid} did not exit after the client closed; killing it`);
-        try {
-          Deno.kill(pid, "SIGKILL");
-        } catch {
-          // It exited in the meantime.
-        }
-      }
-    }
-    // The server kills its children on exit; wait for them so that the next scenario starts on
-    // an idle machine, and never leave one behind.
+  // The server kills its children on exit; wait for them so that the next scenario starts on an
+  // idle machine, and never leave one behind.
+  const reapChildren = async () => {
     const deadline = Date.now() + 5_000;
     let left = await pythonChildren(tempDir);
     while (left.length > 0 && Date.now() < deadline) {
@@ -430,59 +271,34 @@ async function startServer(options: ServerOptions): Promise<BenchServer> {
     }
     await Deno.remove(tempDir, { recursive: true }).catch(() => {});
   };
-
-  const spawnedAt = performance.now();
+  let server: StdioServer;
   try {
-    await client.connect(transport, options.singleSpawn ? { prior: { kind: "legacy" } } : {});
-    pid = transport.pid;
-    if (pid === null) throw new Error("The stdio transport has no server process");
-  } catch (error) {
-    await close();
-    throw new Error(`Cannot start the server: ${(error as Error).message}\n${stderrText}`, {
-      cause: error,
+    server = await connectStdio("the server", {
+      command: Deno.execPath(),
+      args: ["run", "-A", "main.ts", "serve"],
+      cwd: ROOT,
+      env,
+    }, {
+      stderrBytes: 65_536,
+      connect: options.singleSpawn ? { prior: { kind: "legacy" } } : {},
     });
+  } catch (error) {
+    await reapChildren();
+    throw error;
   }
-  const connectedAt = performance.now();
-
   return {
-    client,
-    pid,
+    ...server,
     tempDir,
-    spawnedAt,
-    connectedAt,
-    stderr: () => stderrText,
-    async call(tool) {
-      const python = tool === "run_python";
-      const started = performance.now();
-      const result = await client.callTool({
-        name: tool,
-        arguments: { code: python ? PY_CODE : TS_CODE },
-      });
-      const latencyMs = performance.now() - started;
-      const outcome = (result.structuredContent ?? {}) as CallOutcome;
-      const expected = python ? PY_VALUE : 1;
-      if (result.isError || outcome.ok !== true || outcome.returnValue !== expected) {
-        throw new Error(
-          `${tool} did not return ${expected}: ${
-            outcome.error
-              ? `${outcome.error.type}: ${outcome.error.message}`
-              : JSON.stringify(result)
-          }\n${stderrText}`,
-        );
-      }
-      return { latencyMs, serverMs: outcome.durationMs ?? NaN };
+    call: (tool) =>
+      tool === "run_python"
+        ? timedRun(server, tool, { code: PY_CODE }, PY_VALUE)
+        : timedRun(server, tool, { code: TS_CODE }, 1),
+    callRefused: () =>
+      timedRefusal(server, "run_python", { code: PY_CODE, timeoutMs: REFUSED_TIMEOUT_MS }),
+    async close() {
+      await server.close();
+      await reapChildren();
     },
-    async callRefused() {
-      const started = performance.now();
-      const result = await client.callTool({
-        name: "run_python",
-        arguments: { code: PY_CODE, timeoutMs: REFUSED_TIMEOUT_MS },
-      });
-      const latencyMs = performance.now() - started;
-      if (!result.isError) throw new Error("The server ran a call it should have refused");
-      return latencyMs;
-    },
-    close,
   };
 }
 
@@ -503,17 +319,14 @@ async function runSequential(
   tool: "run_python" | "run_typescript",
   options: { iterations: number; warmup: number; pauseMs: number },
 ): Promise<SequentialResult> {
-  const latencies: number[] = [];
-  const serverTimes: number[] = [];
-  for (let i = 0; i < options.warmup + options.iterations; i++) {
+  const calls = await repeat(options, async () => {
     if (options.pauseMs > 0) await sleep(options.pauseMs);
-    const { latencyMs, serverMs } = await server.call(tool);
-    if (i >= options.warmup) {
-      latencies.push(latencyMs);
-      serverTimes.push(serverMs);
-    }
-  }
-  return { latency: stats(latencies), serverDuration: stats(serverTimes) };
+    return await server.call(tool);
+  });
+  return {
+    latency: stats(calls.map((call) => call.latencyMs)),
+    serverDuration: stats(calls.map((call) => call.serverMs)),
+  };
 }
 
 async function runTsReference(options: Options): Promise<SequentialResult> {
@@ -679,11 +492,7 @@ async function runWarm(options: Options): Promise<{
       (await pythonChildren(server.tempDir)).map(childMemory),
     );
     const idleHostMb = round(await residentMb(server.pid));
-    const refused: number[] = [];
-    for (let i = 0; i < options.warmup + options.iterations; i++) {
-      const latencyMs = await server.callRefused();
-      if (i >= options.warmup) refused.push(latencyMs);
-    }
+    const refused = await repeat(options, () => server.callRefused());
     const warm = await runSequential(server, "run_python", options);
     await sleep(options.pauseMs + SETTLE_MS);
     const afterChildren = await Promise.all(
@@ -725,23 +534,14 @@ async function runConcurrent(options: Options): Promise<Report["concurrent"]> {
   try {
     await server.client.listTools();
     await waitForPool(server, 2);
-    const loop = async (calls: number, latencies: number[], serverTimes: number[]) => {
-      for (let i = 0; i < calls; i++) {
-        const { latencyMs, serverMs } = await server.call("run_python");
-        latencies.push(latencyMs);
-        serverTimes.push(serverMs);
-      }
-    };
     // One concurrent round to warm up, then let the pool refill before measuring.
-    await Promise.all(Array.from({ length: CONCURRENCY }, () => loop(1, [], [])));
+    await concurrentCalls(CONCURRENCY, 1, () => server.call("run_python"));
     await sleep(options.pauseMs + SETTLE_MS);
-    const latencies: number[] = [];
-    const serverTimes: number[] = [];
-    const started = performance.now();
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, () => loop(options.perCaller, latencies, serverTimes)),
+    const { latencies, serverTimes, elapsedMs } = await concurrentCalls(
+      CONCURRENCY,
+      options.perCaller,
+      () => server.call("run_python"),
     );
-    const elapsedMs = performance.now() - started;
     return {
       latency: stats(latencies),
       serverDuration: stats(serverTimes),
@@ -754,18 +554,7 @@ async function runConcurrent(options: Options): Promise<Report["concurrent"]> {
   }
 }
 
-function positiveInt(raw: string | undefined, name: string, fallback: number, min = 1): number {
-  if (raw === undefined) return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min) {
-    throw new TypeError(`Invalid --${name} "${raw}": expected an integer of at least ${min}`);
-  }
-  return value;
-}
-
 function renderMarkdown(report: Report): string {
-  const row = (cells: Array<string | number | null>) =>
-    `| ${cells.map((c) => c ?? "").join(" | ")} |`;
   const statRow = (name: string, s: Stats, extra: Array<string | number> = []) =>
     row([name, s.n, s.medianMs, s.p95Ms, s.minMs, s.maxMs, ...extra]);
   const { baseline, tsWarm, refill, firstCall, freshCache, warm, poolOff, concurrent } = report;
@@ -776,8 +565,7 @@ function renderMarkdown(report: Report): string {
   const lines = [
     `# run_python benchmark (${report.date})`,
     "",
-    `Machine: ${report.machine.nproc} CPUs, ${report.machine.cpu}, ${report.machine.os}, ` +
-    `Deno ${report.machine.deno} (V8 ${report.machine.v8}); load average ` +
+    `Machine: ${machineText(report.machine)}; load average ` +
     `${report.machine.loadBefore} before, ${report.machine.loadAfter} after`,
     "",
     `Command: \`${report.command}\``,
@@ -861,12 +649,7 @@ function renderMarkdown(report: Report): string {
     row(["target", "goal", "measured", "status"]),
     row(["---", "---:", "---:", "---"]),
     ...Object.entries(report.targets).map(([name, t]) =>
-      row([
-        name,
-        t.goal,
-        t.actual,
-        t.met === null ? "reported" : t.met ? "met" : "**not met**",
-      ])
+      row([name, t.goal, t.actual, status(t.met)])
     ),
     "",
   ];
@@ -874,40 +657,26 @@ function renderMarkdown(report: Report): string {
 }
 
 async function main(args: string[]): Promise<void> {
-  const { values } = parseArgs({
+  const parsed = parseBenchArgs(
     args,
-    options: {
-      iterations: { type: "string" },
-      warmup: { type: "string" },
-      "pause-ms": { type: "string" },
-      "first-calls": { type: "string" },
-      refills: { type: "string" },
-      "per-caller": { type: "string" },
-      "skip-fresh-cache": { type: "boolean" },
-      json: { type: "boolean" },
-      help: { type: "boolean", short: "h" },
+    "Usage: deno run -A bench/run_python.ts [--iterations N] [--warmup N] [--pause-ms MS] " +
+      "[--first-calls N] [--refills N] [--per-caller N] [--skip-fresh-cache] [--json]",
+    {
+      iterations: { fallback: 40 },
+      warmup: { fallback: 3, min: 0 },
+      pauseMs: { fallback: 1_500, min: 0 },
+      firstCalls: { fallback: 3 },
+      refills: { fallback: 12 },
+      perCaller: { fallback: 8 },
     },
-  });
-  if (values.help) {
-    console.log(
-      "Usage: deno run -A bench/run_python.ts [--iterations N] [--warmup N] [--pause-ms MS] " +
-        "[--first-calls N] [--refills N] [--per-caller N] [--skip-fresh-cache] [--json]",
-    );
-    return;
-  }
-  const options: Options = {
-    iterations: positiveInt(values.iterations, "iterations", 40),
-    warmup: positiveInt(values.warmup, "warmup", 3, 0),
-    pauseMs: positiveInt(values["pause-ms"], "pause-ms", 1_500, 0),
-    firstCalls: positiveInt(values["first-calls"], "first-calls", 3),
-    refills: positiveInt(values.refills, "refills", 12),
-    perCaller: positiveInt(values["per-caller"], "per-caller", 8),
-    freshCache: values["skip-fresh-cache"] !== true,
-  };
+    ["skip-fresh-cache"],
+  );
+  if (!parsed) return;
+  const options: Options = { ...parsed.ints, freshCache: !parsed.flags.has("skip-fresh-cache") };
 
   const loadBefore = await loadAverage();
   log(`baseline: ${options.iterations} × deno run --no-config -q tiny.ts`);
-  const baseline = await runBaseline(options.iterations, options.warmup);
+  const baseline = await timeDenoRun(options.iterations, options.warmup);
   log(`run_typescript reference: ${options.iterations} warm calls`);
   const tsWarm = await runTsReference(options);
   log(`refill in process: ${options.refills} take/fill/settled and run/idle/settled cycles`);
@@ -933,7 +702,7 @@ async function main(args: string[]): Promise<void> {
   const base = baseline.medianMs;
   const report: Report = {
     date: new Date().toISOString(),
-    machine: await machine(loadBefore),
+    machine: { ...await machineInfo(), loadBefore, loadAfter: await loadAverage() },
     command: ["deno run -A bench/run_python.ts", ...args].join(" "),
     code: await gitState(),
     options,
@@ -982,14 +751,7 @@ async function main(args: string[]): Promise<void> {
       },
     },
   };
-  console.log(values.json ? JSON.stringify(report, null, 2) : renderMarkdown(report));
+  printReport(parsed.json, report, renderMarkdown);
 }
 
-if (import.meta.main) {
-  try {
-    await main(Deno.args);
-  } catch (error) {
-    console.error(`bench: ${(error as Error).stack ?? error}`);
-    Deno.exit(1);
-  }
-}
+if (import.meta.main) await runBench(main);

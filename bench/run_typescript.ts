@@ -27,13 +27,36 @@
  *
  * @module
  */
-import { Client } from "@modelcontextprotocol/client";
-import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
+import {
+  type CallTiming,
+  childPids,
+  concurrentCalls,
+  connectStdio,
+  loadAverage,
+  log,
+  type MachineInfo,
+  machineInfo,
+  machineText,
+  parseBenchArgs,
+  printReport,
+  ratio,
+  repeat,
+  residentMb,
+  round,
+  row,
+  runBench,
+  sleep,
+  type Stats,
+  stats,
+  status,
+  type StdioServer,
+  timeDenoRun,
+  timedRefusal,
+  timedRun,
+} from "./_common.ts";
+import { ROOT, serverEnv } from "../tests/_helpers.ts";
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const NAIVE_SERVER = fileURLToPath(new URL("./_naive_server.ts", import.meta.url));
 const CODE = "return 1";
 const SETTLE_MS = 2_000;
@@ -42,14 +65,6 @@ const CONCURRENCY = 8;
 // its latency is the MCP round trip (client, stdio, schema validation) on its own.
 const REFUSED_TIMEOUT_MS = 2_000_000_000;
 const TARGETS = { warmMedianMs: 8, coldMedianMs: 20, idleRssMb: 120 };
-
-interface Stats {
-  n: number;
-  medianMs: number;
-  p95Ms: number;
-  minMs: number;
-  maxMs: number;
-}
 
 interface ScenarioResult {
   latency: Stats;
@@ -65,12 +80,7 @@ interface ScenarioResult {
 
 interface Report {
   date: string;
-  machine: {
-    nproc: number;
-    cpu: string;
-    deno: string;
-    v8: string;
-    os: string;
+  machine: MachineInfo & {
     /** `/proc/loadavg` before and after the run: other work on the machine skews the numbers. */
     loadBefore: string;
     loadAfter: string;
@@ -99,138 +109,14 @@ interface Report {
   };
 }
 
-interface CallOutcome {
-  ok?: boolean;
-  returnValue?: unknown;
-  durationMs?: number;
-  error?: { type?: string; message?: string };
-}
-
-function log(message: string): void {
-  console.error(`[bench] ${message}`);
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-function round(value: number, digits = 1): number {
-  const scale = 10 ** digits;
-  return Math.round(value * scale) / scale;
-}
-
-function stats(samples: number[]): Stats {
-  if (samples.length === 0) throw new RangeError("Cannot summarize an empty sample");
-  const sorted = [...samples].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  const median = sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-  // Nearest-rank percentile: the smallest sample with at least 95% of samples at or below it.
-  const p95 = sorted[Math.min(sorted.length - 1, Math.ceil(sorted.length * 0.95) - 1)];
-  return {
-    n: sorted.length,
-    medianMs: round(median, 2),
-    p95Ms: round(p95, 2),
-    minMs: round(sorted[0], 2),
-    maxMs: round(sorted[sorted.length - 1], 2),
-  };
-}
-
-async function residentMb(pid: number): Promise<number> {
-  const status = await Deno.readTextFile(`/proc/${pid}/status`);
-  const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
-  if (!match) throw new Error(`Cannot read VmRSS of process ${pid}: no VmRSS line`);
-  return Number(match[1]) / 1024;
-}
-
-async function childPids(pid: number): Promise<number[]> {
-  const pids: number[] = [];
-  for await (const task of Deno.readDir(`/proc/${pid}/task`)) {
-    const text = await Deno.readTextFile(`/proc/${pid}/task/${task.name}/children`)
-      .catch(() => "");
-    pids.push(...text.split(/\s+/).filter(Boolean).map(Number));
-  }
-  return pids;
-}
-
-async function childrenRssMb(pid: number): Promise<number> {
-  let total = 0;
-  for (const child of await childPids(pid)) total += await residentMb(child).catch(() => 0);
-  return total;
-}
-
-async function isRunning(pid: number): Promise<boolean> {
-  try {
-    const status = await Deno.readTextFile(`/proc/${pid}/status`);
-    return !/^State:\s+Z/m.test(status);
-  } catch {
-    return false;
-  }
-}
-
-async function loadAverage(): Promise<string> {
-  const text = await Deno.readTextFile("/proc/loadavg").catch(() => "unknown");
-  return text.split(" ").slice(0, 3).join(" ");
-}
-
-async function machine(loadBefore: string): Promise<Report["machine"]> {
-  const cpuinfo = await Deno.readTextFile("/proc/cpuinfo").catch(() => "");
-  return {
-    nproc: navigator.hardwareConcurrency,
-    cpu: /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1]?.trim() ?? "unknown",
-    deno: Deno.version.deno,
-    v8: Deno.version.v8,
-    os: `${Deno.build.os} ${Deno.osRelease()}`,
-    loadBefore,
-    loadAfter: await loadAverage(),
-  };
-}
-
-/** Times `deno run --no-config -q tiny.ts` per call: the floor of any spawn-per-call design. */
-async function runBaseline(iterations: number, warmup: number): Promise<Stats> {
-  const dir = await Deno.makeTempDir({ prefix: "ce-bench-baseline-" });
-  try {
-    const script = join(dir, "tiny.ts");
-    await Deno.writeTextFile(script, "const one: number = 1;\nif (one !== 1) Deno.exit(1);\n");
-    const command = new Deno.Command(Deno.execPath(), {
-      args: ["run", "--no-config", "-q", script],
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    });
-    const samples: number[] = [];
-    for (let i = 0; i < warmup + iterations; i++) {
-      const started = performance.now();
-      const output = await command.output();
-      const elapsed = performance.now() - started;
-      if (!output.success) {
-        throw new Error(
-          `Baseline script failed with code ${output.code}: ${
-            new TextDecoder().decode(output.stderr)
-          }`,
-        );
-      }
-      if (i >= warmup) samples.push(elapsed);
-    }
-    return stats(samples);
-  } finally {
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
-  }
-}
-
 interface BenchServer {
-  client: Client;
+  client: StdioServer["client"];
   pid: number;
   /** One `run_typescript` of CODE; `serverMs` is NaN for the naive server. */
-  call(): Promise<{ latencyMs: number; serverMs: number }>;
+  call(): Promise<CallTiming>;
   /** A `run_typescript` call the server refuses before it touches a sandbox. */
   callRefused(): Promise<number>;
   close(): Promise<void>;
-}
-
-function callerDenoDir(): string {
-  const env = (name: string) => Deno.env.get(name) || undefined;
-  const home = env("HOME") ?? "/";
-  return env("DENO_DIR") ?? join(env("XDG_CACHE_HOME") ?? join(home, ".cache"), "deno");
 }
 
 /**
@@ -242,96 +128,54 @@ async function startServer(warmPool: number | "naive"): Promise<BenchServer> {
   // A private HOME: no user settings, no upstream servers from ~/.claude.json and the like, and
   // a fresh cache for the sandbox children. Deno's own cache stays the caller's, so that the
   // server starts from what is already downloaded and compiled.
-  const env: Record<string, string> = {
-    PATH: Deno.env.get("PATH") ?? "",
-    HOME: tempDir,
-    TMPDIR: tempDir,
-    DENO_DIR: callerDenoDir(),
-    CODE_EXECUTOR_LOG_LEVEL: "warn",
+  const env = {
+    ...serverEnv(tempDir, { home: tempDir }),
     CODE_EXECUTOR_WARM_POOL: String(warmPool === "naive" ? 0 : warmPool),
     // Python would build its snapshot and boot its own pool in the background of this run.
     PYTHON_ENABLED: "false",
   };
-  const transport = new StdioClientTransport({
-    command: Deno.execPath(),
-    args: warmPool === "naive" ? ["run", "-A", NAIVE_SERVER] : ["run", "-A", "main.ts", "serve"],
-    cwd: ROOT,
-    env,
-    stderr: "pipe",
-  });
-  let stderrTail = "";
-  transport.stderr?.on("data", (chunk: Uint8Array) => {
-    stderrTail = (stderrTail + new TextDecoder().decode(chunk)).slice(-8192);
-  });
-  const client = new Client({ name: "code-executor-bench", version: "1.0.0" });
-  let pid: number | null = null;
-
-  const close = async () => {
-    await client.close().catch(() => {});
-    if (pid !== null) {
-      const deadline = Date.now() + 5_000;
-      while (await isRunning(pid) && Date.now() < deadline) await sleep(20);
-      if (await isRunning(pid)) {
-        log(`server ${pid} did not exit after the client closed; killing it`);
-        try {
-          Deno.kill(pid, "SIGKILL");
-        } catch {
-          // It exited in the meantime.
-        }
-      }
-    }
-    await Deno.remove(tempDir, { recursive: true }).catch(() => {});
-  };
-
+  let server: StdioServer;
   try {
-    await client.connect(transport);
-    pid = transport.pid;
-    if (pid === null) throw new Error("The stdio transport has no server process");
-  } catch (error) {
-    await close();
-    throw new Error(`Cannot start the server: ${(error as Error).message}\n${stderrTail}`, {
-      cause: error,
+    server = await connectStdio(warmPool === "naive" ? "the naive server" : "the server", {
+      command: Deno.execPath(),
+      args: warmPool === "naive" ? ["run", "-A", NAIVE_SERVER] : ["run", "-A", "main.ts", "serve"],
+      cwd: ROOT,
+      env,
     });
+  } catch (error) {
+    await Deno.remove(tempDir, { recursive: true }).catch(() => {});
+    throw error;
   }
-
   return {
-    client,
-    pid,
+    client: server.client,
+    pid: server.pid,
     async call() {
+      if (warmPool !== "naive") return await timedRun(server, "run_typescript", { code: CODE }, 1);
       const started = performance.now();
-      const result = await client.callTool({ name: "run_typescript", arguments: { code: CODE } });
-      const latencyMs = performance.now() - started;
-      if (warmPool === "naive") {
-        const text = (result.content as Array<{ text?: string }> | undefined)?.[0]?.text;
-        if (result.isError || text?.trim() !== "1") {
-          throw new Error(`The naive server did not print 1: ${JSON.stringify(result)}`);
-        }
-        return { latencyMs, serverMs: NaN };
-      }
-      const outcome = (result.structuredContent ?? {}) as CallOutcome;
-      if (result.isError || outcome.ok !== true || outcome.returnValue !== 1) {
-        throw new Error(
-          `run_typescript did not return 1: ${
-            outcome.error
-              ? `${outcome.error.type}: ${outcome.error.message}`
-              : JSON.stringify(result)
-          }\n${stderrTail}`,
-        );
-      }
-      return { latencyMs, serverMs: outcome.durationMs ?? NaN };
-    },
-    async callRefused() {
-      const started = performance.now();
-      const result = await client.callTool({
+      const result = await server.client.callTool({
         name: "run_typescript",
-        arguments: { code: CODE, timeoutMs: REFUSED_TIMEOUT_MS },
+        arguments: { code: CODE },
       });
       const latencyMs = performance.now() - started;
-      if (!result.isError) throw new Error("The server ran a call it should have refused");
-      return latencyMs;
+      const text = (result.content as Array<{ text?: string }> | undefined)?.[0]?.text;
+      if (result.isError || text?.trim() !== "1") {
+        throw new Error(`The naive server did not print 1: ${JSON.stringify(result)}`);
+      }
+      return { latencyMs, serverMs: NaN };
     },
-    close,
+    callRefused: () =>
+      timedRefusal(server, "run_typescript", { code: CODE, timeoutMs: REFUSED_TIMEOUT_MS }),
+    async close() {
+      await server.close();
+      await Deno.remove(tempDir, { recursive: true }).catch(() => {});
+    },
   };
+}
+
+async function childrenRssMb(pid: number): Promise<number> {
+  let total = 0;
+  for (const child of await childPids(pid)) total += await residentMb(child).catch(() => 0);
+  return total;
 }
 
 async function idleRss(server: BenchServer): Promise<{ host: number; children: number }> {
@@ -357,29 +201,22 @@ async function runSequential(
   try {
     const idle = await idleRss(server);
     if (onRoundTrip) {
-      const samples: number[] = [];
-      for (let i = 0; i < options.warmup + options.iterations; i++) {
-        const latencyMs = await server.callRefused();
-        if (i >= options.warmup) samples.push(latencyMs);
-      }
-      onRoundTrip(stats(samples));
+      onRoundTrip(stats(await repeat(options, () => server.callRefused())));
       await sleep(options.pauseMs);
     }
-    const latencies: number[] = [];
-    const serverTimes: number[] = [];
     const naiveLatencies: number[] = [];
-    for (let i = 0; i < options.warmup + options.iterations; i++) {
+    const calls = await repeat(options, async (measured) => {
       if (options.pauseMs > 0) await sleep(options.pauseMs);
-      const { latencyMs, serverMs } = await server.call();
-      if (i >= options.warmup) {
-        latencies.push(latencyMs);
-        serverTimes.push(serverMs);
+      const timing = await server.call();
+      if (naive) {
+        if (options.pauseMs > 0) await sleep(options.pauseMs);
+        const naiveCall = await naive.call();
+        if (measured) naiveLatencies.push(naiveCall.latencyMs);
       }
-      if (!naive) continue;
-      if (options.pauseMs > 0) await sleep(options.pauseMs);
-      const naiveCall = await naive.call();
-      if (i >= options.warmup) naiveLatencies.push(naiveCall.latencyMs);
-    }
+      return timing;
+    });
+    const latencies = calls.map((call) => call.latencyMs);
+    const serverTimes = calls.map((call) => call.serverMs);
     await sleep(SETTLE_MS / 2);
     return {
       latency: stats(latencies),
@@ -401,23 +238,14 @@ async function runConcurrent(
   try {
     const idle = await idleRss(server);
     const perCaller = Math.max(1, Math.ceil(options.iterations / CONCURRENCY));
-    const loop = async (calls: number, latencies: number[], serverTimes: number[]) => {
-      for (let i = 0; i < calls; i++) {
-        const { latencyMs, serverMs } = await server.call();
-        latencies.push(latencyMs);
-        serverTimes.push(serverMs);
-      }
-    };
     // One concurrent round to warm up, then let the pool refill before measuring.
-    await Promise.all(Array.from({ length: CONCURRENCY }, () => loop(1, [], [])));
+    await concurrentCalls(CONCURRENCY, 1, () => server.call());
     await sleep(Math.max(options.pauseMs, 500));
-    const latencies: number[] = [];
-    const serverTimes: number[] = [];
-    const started = performance.now();
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, () => loop(perCaller, latencies, serverTimes)),
+    const { latencies, serverTimes, elapsedMs } = await concurrentCalls(
+      CONCURRENCY,
+      perCaller,
+      () => server.call(),
     );
-    const elapsedMs = performance.now() - started;
     await sleep(SETTLE_MS / 2);
     return {
       latency: stats(latencies),
@@ -432,28 +260,12 @@ async function runConcurrent(
   }
 }
 
-function positiveInt(raw: string | undefined, name: string, fallback: number, min = 1): number {
-  if (raw === undefined) return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min) {
-    throw new TypeError(`Invalid --${name} "${raw}": expected an integer of at least ${min}`);
-  }
-  return value;
-}
-
-function ratio(value: number, base: number): number {
-  return round(value / base, 2);
-}
-
 function renderMarkdown(report: Report): string {
   const { baseline, mcpRoundTrip, warm, cold, concurrent, ratios, ratiosToNaive, targets } = report;
-  const row = (cells: Array<string | number>) => `| ${cells.join(" | ")} |`;
-  const yes = (met: boolean) => (met ? "met" : "**not met**");
   const lines = [
     `# run_typescript benchmark (${report.date})`,
     "",
-    `Machine: ${report.machine.nproc} CPUs, ${report.machine.cpu}, ${report.machine.os}, ` +
-    `Deno ${report.machine.deno} (V8 ${report.machine.v8}); load average ` +
+    `Machine: ${machineText(report.machine)}; load average ` +
     `${report.machine.loadBefore} before, ${report.machine.loadAfter} after`,
     "",
     `Command: \`${report.command}\``,
@@ -524,19 +336,19 @@ function renderMarkdown(report: Report): string {
       "warm median",
       `≤ ${targets.warmMedian.targetMs} ms`,
       `${targets.warmMedian.actualMs} ms`,
-      yes(targets.warmMedian.met),
+      status(targets.warmMedian.met),
     ]),
     row([
       "cold median",
       `≤ ${targets.coldMedian.targetMs} ms`,
       `${targets.coldMedian.actualMs} ms`,
-      yes(targets.coldMedian.met),
+      status(targets.coldMedian.met),
     ]),
     row([
       "idle host RSS",
       `≤ ${targets.idleRss.targetMb} MB`,
       `${targets.idleRss.actualMb} MB`,
-      yes(targets.idleRss.met),
+      status(targets.idleRss.met),
     ]),
     "",
   ];
@@ -544,34 +356,22 @@ function renderMarkdown(report: Report): string {
 }
 
 async function main(args: string[]): Promise<void> {
-  const { values } = parseArgs({
+  const parsed = parseBenchArgs(
     args,
-    options: {
-      iterations: { type: "string" },
-      warmup: { type: "string" },
-      "pause-ms": { type: "string" },
-      "cold-pause-ms": { type: "string" },
-      json: { type: "boolean" },
-      help: { type: "boolean", short: "h" },
+    "Usage: deno run -A bench/run_typescript.ts [--iterations N] [--warmup N] [--pause-ms MS] [--cold-pause-ms MS] [--json]",
+    {
+      iterations: { fallback: 60 },
+      warmup: { fallback: 5, min: 0 },
+      pauseMs: { fallback: 250, min: 0 },
+      coldPauseMs: { fallback: 50, min: 0 },
     },
-  });
-  if (values.help) {
-    console.log(
-      "Usage: deno run -A bench/run_typescript.ts [--iterations N] [--warmup N] [--pause-ms MS] [--cold-pause-ms MS] [--json]",
-    );
-    return;
-  }
-  const options = {
-    iterations: positiveInt(values.iterations, "iterations", 60),
-    warmup: positiveInt(values.warmup, "warmup", 5, 0),
-    pauseMs: positiveInt(values["pause-ms"], "pause-ms", 250, 0),
-    coldPauseMs: positiveInt(values["cold-pause-ms"], "cold-pause-ms", 50, 0),
-    concurrency: CONCURRENCY,
-  };
+  );
+  if (!parsed) return;
+  const options = { ...parsed.ints, concurrency: CONCURRENCY };
 
   const loadBefore = await loadAverage();
   log(`baseline: ${options.iterations} × deno run --no-config -q tiny.ts`);
-  const baseline = await runBaseline(options.iterations, options.warmup);
+  const baseline = await timeDenoRun(options.iterations, options.warmup);
   log("naive spawn-per-call server: starting");
   const naive = await startServer("naive");
   let warm: ScenarioResult;
@@ -595,7 +395,7 @@ async function main(args: string[]): Promise<void> {
 
   const report: Report = {
     date: new Date().toISOString(),
-    machine: await machine(loadBefore),
+    machine: { ...await machineInfo(), loadBefore, loadAfter: await loadAverage() },
     command: ["deno run -A bench/run_typescript.ts", ...args].join(" "),
     options,
     baseline,
@@ -630,14 +430,7 @@ async function main(args: string[]): Promise<void> {
       },
     },
   };
-  console.log(values.json ? JSON.stringify(report, null, 2) : renderMarkdown(report));
+  printReport(parsed.json, report, renderMarkdown);
 }
 
-if (import.meta.main) {
-  try {
-    await main(Deno.args);
-  } catch (error) {
-    console.error(`bench: ${(error as Error).stack ?? error}`);
-    Deno.exit(1);
-  }
-}
+if (import.meta.main) await runBench(main);

@@ -30,18 +30,31 @@
  *
  * @module
  */
-import { Client } from "@modelcontextprotocol/client";
-import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
-import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
+import type { Client } from "@modelcontextprotocol/client";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
+import {
+  type CallOutcome,
+  connectStdio,
+  loadAverage,
+  log,
+  type MachineInfo,
+  machineInfo,
+  machineText,
+  mean,
+  parseBenchArgs,
+  printReport,
+  round,
+  row,
+  runBench,
+  type Stats,
+  stats,
+  status,
+  type StdioServer,
+  tokensOf,
+} from "./_common.ts";
+import { EVERYTHING, FILESYSTEM, homeEnv, MEMORY, ROOT } from "../tests/_helpers.ts";
 
-const ROOT = new URL("..", import.meta.url).pathname;
-const PACKAGES = {
-  everything: "npm:@modelcontextprotocol/server-everything@2026.8.31",
-  filesystem: "npm:@modelcontextprotocol/server-filesystem@2026.8.31",
-  memory: "npm:@modelcontextprotocol/server-memory@2026.8.31",
-} as const;
+const PACKAGES = { everything: EVERYTHING, filesystem: FILESYSTEM, memory: MEMORY } as const;
 const KINDS = ["everything", "filesystem", "memory"] as const;
 const COPIES = 10;
 const ECHO_ARGS = { message: "x" };
@@ -58,12 +71,8 @@ const TARGETS = {
 
 type Kind = typeof KINDS[number];
 
-interface Stats {
-  n: number;
-  medianMs: number;
-  p95Ms: number;
-  minMs: number;
-  maxMs: number;
+/** Latencies of single tool calls: sub-millisecond, so three decimals, and the mean. */
+interface CallStats extends Stats {
   meanMs: number;
 }
 
@@ -102,12 +111,7 @@ interface TokenReport {
 
 interface Report {
   date: string;
-  machine: {
-    nproc: number;
-    cpu: string;
-    deno: string;
-    v8: string;
-    os: string;
+  machine: MachineInfo & {
     /** /proc/loadavg (1, 5, 15 min) when the measurement started and when it ended. */
     loadStart: string;
     loadEnd: string;
@@ -115,10 +119,10 @@ interface Report {
   command: string;
   options: { calls: number; warmup: number };
   latency: {
-    direct: Stats;
+    direct: CallStats;
     /** The direct calls again, right after the code-executor run: shows drift in machine load. */
-    directAfter: Stats;
-    codeExecutor: Stats;
+    directAfter: CallStats;
+    codeExecutor: CallStats;
     ratio: number;
     overheadMedianMs: number;
     overheadP95Ms: number;
@@ -141,43 +145,10 @@ interface Report {
   };
 }
 
-interface ExecutionOutcome {
-  ok?: boolean;
-  returnValue?: unknown;
-  durationMs?: number;
-  error?: { type?: string; message?: string };
-}
-
 type ListResult = { tools: Array<Record<string, unknown>> } & Record<string, unknown>;
 
-function log(message: string): void {
-  console.error(`[bench] ${message}`);
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-function round(value: number, digits = 1): number {
-  const scale = 10 ** digits;
-  return Math.round(value * scale) / scale;
-}
-
-function stats(samples: number[]): Stats {
-  if (samples.length === 0) throw new RangeError("Cannot summarize an empty sample");
-  const sorted = [...samples].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  const median = sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-  // Nearest-rank percentile: the smallest sample with at least 95% of samples at or below it.
-  const p95 = sorted[Math.min(sorted.length - 1, Math.ceil(sorted.length * 0.95) - 1)];
-  return {
-    n: sorted.length,
-    medianMs: round(median, 3),
-    p95Ms: round(p95, 3),
-    minMs: round(sorted[0], 3),
-    maxMs: round(sorted[sorted.length - 1], 3),
-    meanMs: round(sorted.reduce((a, b) => a + b, 0) / sorted.length, 3),
-  };
+function callStats(samples: number[]): CallStats {
+  return { ...stats(samples, 3), meanMs: round(mean(samples), 3) };
 }
 
 /** Cleanup steps, run in reverse order of registration, once, on every exit path. */
@@ -199,120 +170,12 @@ class Cleanup {
   }
 }
 
-async function loadAverage(): Promise<string> {
-  const text = await Deno.readTextFile("/proc/loadavg").catch(() => "");
-  return text.split(" ").slice(0, 3).join(" ") || "unknown";
-}
-
-async function machine(loadStart: string): Promise<Report["machine"]> {
-  const cpuinfo = await Deno.readTextFile("/proc/cpuinfo").catch(() => "");
-  return {
-    nproc: navigator.hardwareConcurrency,
-    cpu: /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1]?.trim() ?? "unknown",
-    deno: Deno.version.deno,
-    v8: Deno.version.v8,
-    os: `${Deno.build.os} ${Deno.osRelease()}`,
-    loadStart,
-    loadEnd: await loadAverage(),
-  };
-}
-
-/** The real Deno cache directory, so that children with a private HOME still find npm packages. */
-async function denoDir(): Promise<string> {
-  const fromEnv = Deno.env.get("DENO_DIR");
-  if (fromEnv) return fromEnv;
-  const output = await new Deno.Command(Deno.execPath(), {
-    args: ["info", "--json"],
-    stdin: "null",
-    stdout: "piped",
-    stderr: "null",
-  }).output();
-  const dir = output.success
-    ? (JSON.parse(new TextDecoder().decode(output.stdout)) as { denoDir?: string }).denoDir
-    : undefined;
-  if (!dir) throw new Error("Cannot find the Deno cache directory: `deno info --json` failed");
-  return dir;
-}
-
-/** The identity of a live process (its start time), or undefined once it has gone. */
-async function processStart(pid: number): Promise<string | undefined> {
-  try {
-    const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return fields[0] === "Z" ? undefined : fields[19];
-  } catch {
-    return undefined;
-  }
-}
-
-async function descendants(pid: number): Promise<number[]> {
-  const found: number[] = [];
-  const queue = [pid];
-  while (queue.length > 0) {
-    const parent = queue.shift()!;
-    try {
-      for await (const task of Deno.readDir(`/proc/${parent}/task`)) {
-        const text = await Deno.readTextFile(`/proc/${parent}/task/${task.name}/children`)
-          .catch(() => "");
-        for (const child of text.split(/\s+/).filter(Boolean).map(Number)) {
-          found.push(child);
-          queue.push(child);
-        }
-      }
-    } catch {
-      // The process exited while we looked.
-    }
-  }
-  return found;
-}
-
-/**
- * Waits for processes to exit, then SIGKILLs the ones still running (only if their start time
- * shows they are the same processes). Returns how many had to be killed.
- */
-async function reap(processes: Map<number, string>, graceMs: number): Promise<number> {
-  const deadline = Date.now() + graceMs;
-  const alive = async () => {
-    const left: number[] = [];
-    for (const [pid, start] of processes) {
-      if (await processStart(pid) === start) left.push(pid);
-    }
-    return left;
-  };
-  let left = await alive();
-  while (left.length > 0 && Date.now() < deadline) {
-    await sleep(50);
-    left = await alive();
-  }
-  for (const pid of left) {
-    try {
-      Deno.kill(pid, "SIGKILL");
-    } catch {
-      // It exited in the meantime.
-    }
-  }
-  return left.length;
-}
-
-/** Snapshots a process and its descendants, with their start times, for {@linkcode reap}. */
-async function processTree(pid: number): Promise<Map<number, string>> {
-  const tree = new Map<number, string>();
-  for (const each of [pid, ...await descendants(pid)]) {
-    const start = await processStart(each);
-    if (start !== undefined) tree.set(each, start);
-  }
-  return tree;
-}
-
 /** The environment every child gets: private HOME and TMPDIR, the real Deno cache. */
-function baseEnv(work: string, cache: string): Record<string, string> {
+function baseEnv(work: string): Record<string, string> {
   return {
-    PATH: Deno.env.get("PATH") ?? "",
-    HOME: join(work, "home"),
+    ...homeEnv(join(work, "home")),
     XDG_CONFIG_HOME: join(work, "home", ".config"),
     TMPDIR: join(work, "tmp"),
-    DENO_DIR: cache,
-    NO_COLOR: "1",
   };
 }
 
@@ -345,91 +208,32 @@ async function writeMcpConfig(path: string, specs: ServerSpec[]): Promise<void> 
   await Deno.writeTextFile(path, JSON.stringify({ mcpServers }, null, 2));
 }
 
-interface Connection {
-  client: Client;
-  pid: number;
-  stderrTail(): string;
-  close(): Promise<void>;
-}
-
-/** Connects an SDK v2 client over stdio, and registers its shutdown with `cleanup`. */
-async function connectStdio(
-  name: string,
-  params: { command: string; args: string[]; env: Record<string, string>; cwd: string },
-  cleanup: Cleanup,
-): Promise<Connection> {
-  const transport = new StdioClientTransport({ ...params, stderr: "pipe" });
-  let tail = "";
-  const decoder = new TextDecoder();
-  transport.stderr?.on("data", (chunk: Uint8Array) => {
-    tail = (tail + decoder.decode(chunk, { stream: true })).slice(-8192);
-  });
-  const client = new Client({ name: "code-executor-bench", version: "1.0.0" });
-  let closing: Promise<void> | undefined;
-  const close = () =>
-    closing ??= (async () => {
-      // Take the tree first: once the parent has gone, its orphans can no longer be found.
-      const pid = transport.pid;
-      const tree = pid === null ? new Map<number, string>() : await processTree(pid);
-      await client.close().catch(() => {});
-      const killed = await reap(tree, 5_000);
-      if (killed > 0) log(`${name}: ${killed} process(es) did not exit after close; killed`);
-    })();
-  cleanup.defer(close);
-  try {
-    await client.connect(transport);
-  } catch (error) {
-    await close();
-    throw new Error(`Cannot connect to ${name}: ${(error as Error).message}\n${tail}`, {
-      cause: error,
-    });
-  }
-  const pid = transport.pid;
-  if (pid === null) throw new Error(`The stdio transport of ${name} has no process`);
-  return {
-    client,
-    pid,
-    stderrTail: () => tail,
-    close,
-  };
-}
-
 /** Starts code-executor with the given upstream config and settings file. */
 function startExecutor(
   work: string,
-  cache: string,
   mcpConfig: string,
   settingsFile: string,
   cleanup: Cleanup,
-): Promise<Connection> {
+): Promise<StdioServer> {
   return connectStdio("code-executor", {
     command: Deno.execPath(),
     args: ["run", "-A", "main.ts", "serve", "--config", mcpConfig],
     cwd: ROOT,
     env: {
-      ...baseEnv(work, cache),
+      ...baseEnv(work),
       CODE_EXECUTOR_CONFIG: settingsFile,
       CODE_EXECUTOR_LOG_LEVEL: "warn",
     },
-  }, cleanup);
+  }, { cleanup });
 }
 
-function connectUpstream(
-  spec: ServerSpec,
-  work: string,
-  cache: string,
-  cleanup: Cleanup,
-): Promise<Connection> {
+function connectUpstream(spec: ServerSpec, work: string, cleanup: Cleanup): Promise<StdioServer> {
   return connectStdio(spec.name, {
     command: spec.command,
     args: spec.args,
     cwd: spec.cwd,
-    env: { ...baseEnv(work, cache), ...spec.env },
-  }, cleanup);
-}
-
-function tokensOf(value: unknown): number {
-  return value === undefined ? 0 : countTokens(JSON.stringify(value));
+    env: { ...baseEnv(work), ...spec.env },
+  }, { cleanup });
 }
 
 function breakdown(list: ListResult): ToolCost[] {
@@ -455,14 +259,14 @@ async function runTypescript(
   client: Client,
   code: string,
   timeoutMs: number,
-): Promise<{ outcome: ExecutionOutcome; wallMs: number }> {
+): Promise<{ outcome: CallOutcome; wallMs: number }> {
   const started = performance.now();
   const result = await client.callTool(
     { name: "run_typescript", arguments: { code, timeoutMs } },
     { timeout: timeoutMs + 30_000 },
   );
   const wallMs = performance.now() - started;
-  const outcome = (result.structuredContent ?? {}) as ExecutionOutcome;
+  const outcome = (result.structuredContent ?? {}) as CallOutcome;
   if (result.isError || outcome.ok !== true) {
     throw new Error(
       `run_typescript failed: ${
@@ -505,7 +309,6 @@ async function directEchoLoop(client: Client, calls: number): Promise<number[]> 
 async function upstreamLists(
   specs: ServerSpec[],
   work: string,
-  cache: string,
   cleanup: Cleanup,
   reuse: Map<string, Client> = new Map(),
 ): Promise<Map<string, ListResult>> {
@@ -518,7 +321,7 @@ async function upstreamLists(
         lists.set(spec.name, await existing.listTools() as ListResult);
         continue;
       }
-      const connection = await connectUpstream(spec, work, cache, cleanup);
+      const connection = await connectUpstream(spec, work, cleanup);
       try {
         lists.set(spec.name, await connection.client.listTools() as ListResult);
       } finally {
@@ -592,19 +395,8 @@ function tokenReport(
   };
 }
 
-function positiveInt(raw: string | undefined, name: string, fallback: number, min = 1): number {
-  if (raw === undefined) return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min) {
-    throw new TypeError(`Invalid --${name} "${raw}": expected an integer of at least ${min}`);
-  }
-  return value;
-}
-
 function renderMarkdown(report: Report): string {
   const { latency, tokens, targets } = report;
-  const row = (cells: Array<string | number>) => `| ${cells.join(" | ")} |`;
-  const yes = (met: boolean) => (met ? "met" : "**not met**");
   const tokenRow = (label: string, t: TokenReport) =>
     row([
       label,
@@ -617,8 +409,7 @@ function renderMarkdown(report: Report): string {
   const lines = [
     `# Tool-call benchmark (${report.date})`,
     "",
-    `Machine: ${report.machine.nproc} CPUs, ${report.machine.cpu}, ${report.machine.os}, ` +
-    `Deno ${report.machine.deno} (V8 ${report.machine.v8}); load average ` +
+    `Machine: ${machineText(report.machine)}; load average ` +
     `${report.machine.loadStart} at the start, ${report.machine.loadEnd} at the end`,
     "",
     `Command: \`${report.command}\``,
@@ -703,7 +494,7 @@ function renderMarkdown(report: Report): string {
       ["growth per extra server", targets.growth],
       ["saved, 3 servers", targets.saved3],
       ["saved, 30 servers", targets.saved30],
-    ] as const).map(([name, t]) => row([name, t.goal, t.actual, yes(t.met)])),
+    ] as const).map(([name, t]) => row([name, t.goal, t.actual, status(t.met)])),
     "",
   ];
   for (const t of [tokens.three, tokens.thirty]) {
@@ -720,7 +511,6 @@ function renderMarkdown(report: Report): string {
 async function measure(
   options: Report["options"],
   work: string,
-  cache: string,
   cleanup: Cleanup,
 ): Promise<Omit<Report, "date" | "machine" | "command" | "options" | "targets">> {
   for (const dir of ["home", "tmp", "files", "memory", "upstream-cwd"]) {
@@ -748,10 +538,10 @@ async function measure(
   await writeMcpConfig(config30, specs30);
 
   log("starting code-executor (3 servers) and a direct server-everything");
-  const executor = await startExecutor(work, cache, config3, settingsFile, cleanup);
+  const executor = await startExecutor(work, config3, settingsFile, cleanup);
   // Before any upstream server is connected: the description names the servers, without counts.
   const before3 = await executor.client.listTools() as ListResult;
-  const everything = await connectUpstream(specs3[0], work, cache, cleanup);
+  const everything = await connectUpstream(specs3[0], work, cleanup);
 
   log(`warm-up: ${options.warmup} echo calls on each path`);
   await directEchoLoop(everything.client, options.warmup);
@@ -776,7 +566,6 @@ async function measure(
   const upstream3 = await upstreamLists(
     specs3,
     work,
-    cache,
     cleanup,
     new Map([["everything", everything.client]]),
   );
@@ -784,7 +573,7 @@ async function measure(
   await everything.close();
 
   log(`tokens: ${specs30.length} servers`);
-  const executor30 = await startExecutor(work, cache, config30, settingsFile, cleanup);
+  const executor30 = await startExecutor(work, config30, settingsFile, cleanup);
   let ours30;
   try {
     const before30 = await executor30.client.listTools() as ListResult;
@@ -792,16 +581,16 @@ async function measure(
   } finally {
     await executor30.close();
   }
-  const upstream30 = await upstreamLists(specs30, work, cache, cleanup);
+  const upstream30 = await upstreamLists(specs30, work, cleanup);
 
-  const directStats = stats(direct);
-  const throughStats = stats(through as number[]);
+  const directStats = callStats(direct);
+  const throughStats = callStats(through as number[]);
   const three = tokenReport(specs3, upstream3, ours3);
   const thirty = tokenReport(specs30, upstream30, ours30);
   return {
     latency: {
       direct: directStats,
-      directAfter: stats(directAfter),
+      directAfter: callStats(directAfter),
       codeExecutor: throughStats,
       ratio: round(throughStats.medianMs / directStats.medianMs, 2),
       overheadMedianMs: round(throughStats.medianMs - directStats.medianMs, 3),
@@ -819,23 +608,13 @@ async function measure(
 }
 
 async function main(args: string[]): Promise<void> {
-  const { values } = parseArgs({
+  const parsed = parseBenchArgs(
     args,
-    options: {
-      calls: { type: "string" },
-      warmup: { type: "string" },
-      json: { type: "boolean" },
-      help: { type: "boolean", short: "h" },
-    },
-  });
-  if (values.help) {
-    console.log("Usage: deno run -A bench/tool_calls.ts [--calls N] [--warmup N] [--json]");
-    return;
-  }
-  const options = {
-    calls: positiveInt(values.calls, "calls", 1_000),
-    warmup: positiveInt(values.warmup, "warmup", 1_000),
-  };
+    "Usage: deno run -A bench/tool_calls.ts [--calls N] [--warmup N] [--json]",
+    { calls: { fallback: 1_000 }, warmup: { fallback: 1_000 } },
+  );
+  if (!parsed) return;
+  const options = parsed.ints;
 
   const cleanup = new Cleanup();
   const work = await Deno.makeTempDir({ prefix: "ce-bench-tools-" });
@@ -847,11 +626,11 @@ async function main(args: string[]): Promise<void> {
   for (const signal of ["SIGINT", "SIGTERM"] as const) Deno.addSignalListener(signal, onSignal);
   try {
     const loadStart = await loadAverage();
-    const measured = await measure(options, work, await denoDir(), cleanup);
+    const measured = await measure(options, work, cleanup);
     const { latency, tokens } = measured;
     const report: Report = {
       date: new Date().toISOString(),
-      machine: await machine(loadStart),
+      machine: { ...await machineInfo(), loadStart, loadEnd: await loadAverage() },
       command: ["deno run -A bench/tool_calls.ts", ...args].join(" "),
       options,
       ...measured,
@@ -883,7 +662,7 @@ async function main(args: string[]): Promise<void> {
         },
       },
     };
-    console.log(values.json ? JSON.stringify(report, null, 2) : renderMarkdown(report));
+    printReport(parsed.json, report, renderMarkdown);
   } finally {
     await cleanup.run();
     for (const signal of ["SIGINT", "SIGTERM"] as const) {
@@ -892,11 +671,4 @@ async function main(args: string[]): Promise<void> {
   }
 }
 
-if (import.meta.main) {
-  try {
-    await main(Deno.args);
-  } catch (error) {
-    console.error(`bench: ${(error as Error).stack ?? error}`);
-    Deno.exit(1);
-  }
-}
+if (import.meta.main) await runBench(main);

@@ -1,5 +1,7 @@
 /**
- * Shared test helpers: a real server process driven by the SDK v2 client over stdio.
+ * Shared test helpers: the pinned upstream MCP servers, a real server process driven by the SDK
+ * v2 client over stdio (or spoken to in raw lines), the processes and directories a server may
+ * leave behind, and runs of command-line processes.
  *
  * @module
  */
@@ -7,21 +9,161 @@ import { Client, type ClientOptions } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { assert, assertEquals, type RunResult } from "./_assert.ts";
+import { resolveSettings } from "../src/config/settings.ts";
+import { Executor } from "../src/exec/executor.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
+import { CHILD_DIR_PREFIX } from "../src/exec/sandbox_process.ts";
+import { createLogger, type Logger } from "../src/log.ts";
 
 /** The repository root. */
 export const ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+// The one place the upstream versions are pinned: tests and benchmarks import them, and `.ci/run`
+// pre-fetches every `@modelcontextprotocol/...@x.y.z` named in this file.
+/** server-everything from npm, as `deno run -A` takes it. */
+export const EVERYTHING = "npm:@modelcontextprotocol/server-everything@2026.8.31";
+/** server-filesystem from npm. */
+export const FILESYSTEM = "npm:@modelcontextprotocol/server-filesystem@2026.8.31";
+/** server-memory from npm. */
+export const MEMORY = "npm:@modelcontextprotocol/server-memory@2026.8.31";
+/** The MCP Inspector CLI, as `npx` takes it. */
+export const INSPECTOR = "@modelcontextprotocol/inspector@2.12.0";
+
+/** `tests/fixtures/upstream_fixture.ts`: an MCP server whose tools and faults a test chooses. */
+export const FIXTURE = join(ROOT, "tests", "fixtures", "upstream_fixture.ts");
+
+/** The caller's XDG cache base (`XDG_CACHE_HOME`, else `~/.cache`); empty counts as unset. */
+export function cacheHome(): string {
+  return Deno.env.get("XDG_CACHE_HOME") || join(Deno.env.get("HOME") || "/root", ".cache");
+}
 
 /**
  * The Deno cache this process uses; servers and children under test share it so that npm
  * packages are not downloaded again.
  */
 export function denoDir(): string {
-  const own = Deno.env.get("DENO_DIR");
-  if (own) return own;
-  const cacheHome = Deno.env.get("XDG_CACHE_HOME") ??
-    join(Deno.env.get("HOME") ?? "/root", ".cache");
-  return join(cacheHome, "deno");
+  return Deno.env.get("DENO_DIR") || join(cacheHome(), "deno");
+}
+
+/**
+ * The environment of a process run with a private HOME, so that no user configuration leaks in,
+ * and the caller's Deno cache.
+ *
+ * @param home The private HOME.
+ * @param options `sharedCache`: keep the caller's XDG_CACHE_HOME (the sandboxes' Deno cache and
+ *   the Pyodide snapshot) rather than a fresh one under `home`.
+ * @returns PATH, HOME, DENO_DIR, XDG_CACHE_HOME and NO_COLOR.
+ */
+export function homeEnv(
+  home: string,
+  options: { sharedCache?: boolean } = {},
+): Record<string, string> {
+  return {
+    PATH: Deno.env.get("PATH") ?? "",
+    HOME: home,
+    DENO_DIR: denoDir(),
+    XDG_CACHE_HOME: options.sharedCache ? cacheHome() : join(home, ".cache"),
+    NO_COLOR: "1",
+  };
+}
+
+/** Options for {@linkcode serverEnv}. */
+export interface ServerEnvOptions {
+  /** A private HOME for the server; without it the server shares the caller's HOME and caches. */
+  home?: string;
+  /** With `home`: keep the caller's XDG_CACHE_HOME, as {@linkcode homeEnv} does. */
+  sharedCache?: boolean;
+}
+
+/**
+ * The environment of a `main.ts serve` under test, with its own TMPDIR (where its sandboxes put
+ * their directories).
+ *
+ * @param tempDir The server's TMPDIR.
+ * @param options Its HOME.
+ * @returns The variables.
+ */
+export function serverEnv(tempDir: string, options: ServerEnvOptions = {}): Record<string, string> {
+  const home = options.home ?? Deno.env.get("HOME") ?? tempDir;
+  return {
+    ...homeEnv(home, { sharedCache: options.home === undefined || options.sharedCache }),
+    TMPDIR: tempDir,
+    // Tests that count sandbox children or their directories expect TypeScript ones only.
+    CODE_EXECUTOR_PYTHON_WARM_POOL: "0",
+    // Keep test runs out of the real ~/.code-executor/audit.jsonl.
+    AUDIT_LOG_PATH: join(tempDir, "audit.jsonl"),
+    CODE_EXECUTOR_LOG_LEVEL: "warn",
+  };
+}
+
+/**
+ * An `mcp.json` entry that runs an npm MCP server with `deno run -A`.
+ *
+ * @param pkg The package, e.g. {@linkcode EVERYTHING}.
+ * @param options Arguments after the package, and the server's environment.
+ * @returns The entry.
+ */
+export function npmServer(
+  pkg: string,
+  options: { args?: string[]; env?: Record<string, string> } = {},
+): Record<string, unknown> {
+  return {
+    command: Deno.execPath(),
+    args: ["run", "-A", pkg, ...(options.args ?? [])],
+    ...(options.env ? { env: options.env } : {}),
+  };
+}
+
+/**
+ * An `mcp.json` entry that runs {@linkcode FIXTURE}.
+ *
+ * @param env The fixture's environment (`FIXTURE_PID_FILE`, `FIXTURE_MODE`, …).
+ * @param extra More keys of the entry (`timeout`).
+ * @returns The entry.
+ */
+export function fixtureServer(
+  env: Record<string, string>,
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
+    command: Deno.execPath(),
+    args: ["run", "-A", "--config", join(ROOT, "deno.json"), FIXTURE],
+    env,
+    ...extra,
+  };
+}
+
+/**
+ * Writes an `mcp.json` naming the given upstream servers.
+ *
+ * @param dir Where the file goes.
+ * @param servers Name → entry.
+ * @returns The file's path.
+ */
+export async function writeMcpConfig(
+  dir: string,
+  servers: Record<string, unknown>,
+): Promise<string> {
+  const file = join(dir, "mcp.json");
+  await Deno.writeTextFile(file, JSON.stringify({ mcpServers: servers }, null, 2));
+  return file;
+}
+
+/**
+ * Writes a settings file for CODE_EXECUTOR_CONFIG.
+ *
+ * @param dir Where the file goes.
+ * @param settings The settings.
+ * @returns The file's path.
+ */
+export async function writeSettings(
+  dir: string,
+  settings: Record<string, unknown>,
+): Promise<string> {
+  const file = join(dir, "settings.jsonc");
+  await Deno.writeTextFile(file, JSON.stringify(settings));
+  return file;
 }
 
 /** A running `deno task start` with a connected client. */
@@ -30,21 +172,24 @@ export interface ServerHarness {
   client: Client;
   /** The temp directory the server creates workspaces in. */
   tempDir: string;
+  /** The private HOME it was started with, if any. */
+  home?: string;
   /** Calls run_typescript and returns its structured result. */
-  runTs(
-    code: string,
-    extra?: Record<string, unknown>,
-  ): Promise<ExecutionResult & { isError: boolean }>;
+  runTs(code: string, extra?: Record<string, unknown>): Promise<RunResult>;
+  /** Calls run_python and returns its structured result. */
+  runPy(code: string, extra?: Record<string, unknown>): Promise<RunResult>;
   /** Closes the client (which ends the server) and removes the temp directory. */
   close(): Promise<void>;
 }
 
 /** Options for {@linkcode startServer}. */
-export interface StartServerOptions {
+export interface StartServerOptions extends ServerEnvOptions {
   /** Extra environment variables for the server. */
   env?: Record<string, string>;
   /** Settings written to a temporary CODE_EXECUTOR_CONFIG file. */
   settings?: Record<string, unknown>;
+  /** Upstream servers, written to an `mcp.json` (in `home`, else the temp directory) for `--config`. */
+  upstream?: Record<string, unknown>;
   /** Extra command-line arguments after `deno task start`. */
   args?: string[];
   /** The client's options: the capabilities it declares (sampling, elicitation), its era. */
@@ -57,35 +202,25 @@ export interface StartServerOptions {
  * Starts the server exactly as the README says (`deno task start`) with a private temp
  * directory, and connects an SDK client to it.
  *
- * @param options Environment and settings.
+ * @param options Environment, HOME, settings and upstream servers.
  * @returns The harness.
  */
 export async function startServer(options: StartServerOptions = {}): Promise<ServerHarness> {
   const tempDir = await Deno.makeTempDir({ prefix: "ce-test-" });
-  const env: Record<string, string> = {
-    PATH: Deno.env.get("PATH") ?? "",
-    HOME: Deno.env.get("HOME") ?? tempDir,
-    TMPDIR: tempDir,
-    // Share the sandbox caches (Deno's, and the 30 MB Pyodide snapshot) across test servers.
-    XDG_CACHE_HOME: Deno.env.get("XDG_CACHE_HOME") ??
-      join(Deno.env.get("HOME") ?? tempDir, ".cache"),
-    // Tests that count sandbox children or their directories expect TypeScript ones only.
-    CODE_EXECUTOR_PYTHON_WARM_POOL: "0",
-    // Keep test runs out of the real ~/.code-executor/audit.jsonl.
-    AUDIT_LOG_PATH: join(tempDir, "audit.jsonl"),
-    CODE_EXECUTOR_LOG_LEVEL: "warn",
-    ...options.env,
-  };
-  const denoDir = Deno.env.get("DENO_DIR");
-  if (denoDir) env.DENO_DIR = denoDir;
-  if (options.settings) {
-    const file = join(tempDir, "settings.jsonc");
-    await Deno.writeTextFile(file, JSON.stringify(options.settings));
-    env.CODE_EXECUTOR_CONFIG = file;
+  const env = { ...serverEnv(tempDir, options), ...options.env };
+  const args = [...(options.args ?? [])];
+  try {
+    if (options.settings) env.CODE_EXECUTOR_CONFIG = await writeSettings(tempDir, options.settings);
+    if (options.upstream) {
+      args.unshift("--config", await writeMcpConfig(options.home ?? tempDir, options.upstream));
+    }
+  } catch (error) {
+    await Deno.remove(tempDir, { recursive: true }).catch(() => {});
+    throw error;
   }
   const transport = new StdioClientTransport({
     command: Deno.execPath(),
-    args: ["task", "--quiet", "start", ...(options.args ?? [])],
+    args: ["task", "--quiet", "start", ...args],
     cwd: ROOT,
     env,
     stderr: "pipe",
@@ -108,19 +243,19 @@ export async function startServer(options: StartServerOptions = {}): Promise<Ser
       `Cannot start the server: ${(error as Error).message}\n${stderrChunks.join("")}`,
     );
   }
+  const run = async (name: string, code: string, extra: Record<string, unknown> = {}) => {
+    const result = await client.callTool({ name, arguments: { code, ...extra } });
+    return {
+      ...(result.structuredContent as unknown as ExecutionResult),
+      isError: result.isError === true,
+    };
+  };
   return {
     client,
     tempDir,
-    async runTs(code, extra = {}) {
-      const result = await client.callTool({
-        name: "run_typescript",
-        arguments: { code, ...extra },
-      });
-      return {
-        ...(result.structuredContent as unknown as ExecutionResult),
-        isError: result.isError === true,
-      };
-    },
+    home: options.home,
+    runTs: (code, extra) => run("run_typescript", code, extra),
+    runPy: (code, extra) => run("run_python", code, extra),
     async close() {
       await client.close();
       await Deno.remove(tempDir, { recursive: true }).catch(() => {});
@@ -129,10 +264,214 @@ export async function startServer(options: StartServerOptions = {}): Promise<Ser
 }
 
 /**
- * Lists live sandbox processes (TypeScript runners and Python hosts) whose command line names
- * the given marker.
+ * Records every message the client receives and every error it reports, ahead of its own
+ * handling, so that a test can check that nothing forged reached it.
  *
- * @param marker A string the process's command line must contain.
+ * @param client A connected client.
+ * @returns The lists, filled as messages arrive.
+ * @throws {Error} When the client has no transport.
+ */
+export function recordInbound(
+  client: Client,
+): { inbound: Array<Record<string, unknown>>; errors: string[] } {
+  const inbound: Array<Record<string, unknown>> = [];
+  const errors: string[] = [];
+  const transport = client.transport;
+  assert(transport, "the client has no transport");
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    inbound.push(message as unknown as Record<string, unknown>);
+    deliver?.(message, extra);
+  };
+  client.onerror = (error) => errors.push(error.message);
+  return { inbound, errors };
+}
+
+/**
+ * JSON-RPC lines that sandbox code tries to smuggle onto the server's stdout: 200 tool results,
+ * a log notification and a request, each carrying `marker`.
+ *
+ * @param marker What to search the client's inbound traffic for.
+ * @returns One message per line, without newlines.
+ */
+export function forgedJsonRpcLines(marker: string): string[] {
+  const response = (id: number) =>
+    JSON.stringify({
+      jsonrpc: "2.0",
+      id,
+      result: {
+        content: [{ type: "text", text: marker }],
+        structuredContent: {
+          ok: true,
+          stdout: marker,
+          stderr: "",
+          returnValue: marker,
+          durationMs: 1,
+          toolCalls: [],
+        },
+        isError: false,
+      },
+    });
+  return [
+    ...Array.from({ length: 200 }, (_, id) => response(id)),
+    JSON.stringify({
+      jsonrpc: "2.0",
+      method: "notifications/message",
+      params: { level: "error", data: marker },
+    }),
+    JSON.stringify({ jsonrpc: "2.0", id: marker, method: "ping" }),
+  ];
+}
+
+/** A `main.ts serve` process with pipes, for clients that misbehave at the byte level. */
+export interface RawServe {
+  /** The process. */
+  child: Deno.ChildProcess;
+  /** Its stdin. */
+  writer: WritableStreamDefaultWriter<Uint8Array>;
+  /** Everything it writes to stderr, once it has exited. */
+  stderr: Promise<string>;
+  /** Writes one message as a JSON line. */
+  send(message: unknown): Promise<void>;
+}
+
+/**
+ * Spawns `deno run -A main.ts serve` with a cleared environment and pipes; its stdout is left to
+ * the caller (to read, or on purpose not to).
+ *
+ * @param tempDir The server's TMPDIR.
+ * @param options Its HOME, and more variables.
+ * @returns The process and its stdin.
+ */
+export function spawnServe(
+  tempDir: string,
+  options: ServerEnvOptions & { env?: Record<string, string> } = {},
+): RawServe {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "main.ts", "serve"],
+    cwd: ROOT,
+    clearEnv: true,
+    env: { ...serverEnv(tempDir, options), ...options.env },
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  const encoder = new TextEncoder();
+  return {
+    child,
+    writer,
+    stderr: new Response(child.stderr).text(),
+    send: (message) => writer.write(encoder.encode(JSON.stringify(message) + "\n")),
+  };
+}
+
+/**
+ * Waits for a child process to exit, and kills it when it does not in time.
+ *
+ * @param child The process.
+ * @param timeoutMs How long it may take.
+ * @returns Its status, or undefined when it had to be killed.
+ */
+export async function exitOrKill(
+  child: Deno.ChildProcess,
+  timeoutMs = 10_000,
+): Promise<Deno.CommandStatus | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const status = await Promise.race([
+    child.status,
+    new Promise<undefined>((resolve) => timer = setTimeout(() => resolve(undefined), timeoutMs)),
+  ]);
+  clearTimeout(timer);
+  if (!status) child.kill("SIGKILL");
+  return status;
+}
+
+/**
+ * The `initialize` request a 2025-era client sends first.
+ *
+ * @param clientName The client's name.
+ * @param id The request id.
+ * @returns The request.
+ */
+export function initializeRequest(clientName: string, id = 1): Record<string, unknown> {
+  return {
+    jsonrpc: "2.0",
+    id,
+    method: "initialize",
+    params: {
+      protocolVersion: "2025-11-25",
+      capabilities: {},
+      clientInfo: { name: clientName, version: "1" },
+    },
+  };
+}
+
+/**
+ * Whether a process is running: it exists and is not a zombie (which has exited; only its parent
+ * has not collected it yet).
+ *
+ * @param pid The process.
+ * @returns Whether it runs.
+ */
+export async function isAlive(pid: number): Promise<boolean> {
+  try {
+    const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+    return !/^\d+ \(.*\) Z /.test(stat);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Whether a process has left the process table: it exited and its parent collected it.
+ *
+ * @param pid The process.
+ * @returns Whether it is gone.
+ */
+export function processGone(pid: number): Promise<boolean> {
+  return Deno.stat(`/proc/${pid}`).then(() => false, () => true);
+}
+
+/**
+ * Waits until a process no longer runs.
+ *
+ * @param pid The process.
+ * @param timeoutMs How long to wait.
+ * @returns Whether it exited in time.
+ */
+export function waitForExit(pid: number, timeoutMs = 5_000): Promise<boolean> {
+  return eventually(async () => !(await isAlive(pid)), timeoutMs);
+}
+
+/**
+ * Lists live processes (other than this one) whose environment has exactly this `NAME=value`:
+ * a server's descendants carry its TMPDIR or HOME.
+ *
+ * @param entry The `NAME=value` entry.
+ * @returns Their pids.
+ */
+export async function pidsWithEnv(entry: string): Promise<number[]> {
+  const pids: number[] = [];
+  for await (const dir of Deno.readDir("/proc")) {
+    if (!/^\d+$/.test(dir.name) || Number(dir.name) === Deno.pid) continue;
+    try {
+      const environ = new TextDecoder().decode(await Deno.readFile(`/proc/${dir.name}/environ`));
+      if (environ.split("\0").includes(entry) && await isAlive(Number(dir.name))) {
+        pids.push(Number(dir.name));
+      }
+    } catch {
+      // The process ended while we looked, or is not ours.
+    }
+  }
+  return pids;
+}
+
+/**
+ * Lists live sandbox processes (TypeScript runners and Python hosts) whose command line or working
+ * directory names the given marker.
+ *
+ * @param marker A string the process's command line or working directory must contain.
  * @param runners Which sandbox entry points count.
  * @returns Their pids.
  */
@@ -174,6 +513,16 @@ export async function leftovers(dir: string): Promise<string[]> {
 }
 
 /**
+ * Lists the sandbox children's private directories in a server's temp directory.
+ *
+ * @param tempDir The temp directory (TMPDIR, or `sandbox.tempDir`).
+ * @returns Their names.
+ */
+export async function sandboxDirs(tempDir: string): Promise<string[]> {
+  return (await leftovers(tempDir)).filter((name) => name.startsWith(CHILD_DIR_PREFIX));
+}
+
+/**
  * Polls until `check` returns true or the time is up.
  *
  * @param check The condition.
@@ -190,4 +539,214 @@ export async function eventually(
     await new Promise((r) => setTimeout(r, 50));
   }
   return await check();
+}
+
+/**
+ * Asserts that no sandbox process and no sandbox directory of a server is left in its temp
+ * directory, waiting up to `timeoutMs` for them to go.
+ *
+ * @param tempDir The server's temp directory.
+ * @param timeoutMs How long they may take.
+ * @throws {AssertionError} When something is still there.
+ */
+export async function assertNoSandboxes(tempDir: string, timeoutMs = 5_000): Promise<void> {
+  const gone = await eventually(
+    async () =>
+      (await sandboxPids(tempDir)).length === 0 && (await sandboxDirs(tempDir)).length === 0,
+    timeoutMs,
+  );
+  assert(
+    gone,
+    `left behind: pids ${await sandboxPids(tempDir)}, dirs ${await sandboxDirs(tempDir)}`,
+  );
+}
+
+/**
+ * Closes the client, then checks that nothing of the server outlives it: no sandbox process, no
+ * process with its TMPDIR or its private HOME, none of `pids`, no sandbox directory. The harness
+ * is closed either way.
+ *
+ * @param server The harness.
+ * @param options `pids`: more processes (upstream servers) that must be gone.
+ * @throws {AssertionError} When something is left after 10 s.
+ */
+export async function closeAndCheck(
+  server: ServerHarness,
+  options: { pids?: number[] } = {},
+): Promise<void> {
+  const { tempDir, home } = server;
+  const leftBehind = async () => ({
+    sandboxes: await sandboxPids(tempDir),
+    processesWithTmp: await pidsWithEnv(`TMPDIR=${tempDir}`),
+    processesWithHome: home === undefined ? [] : await pidsWithEnv(`HOME=${home}`),
+    processes: (await Promise.all(
+      (options.pids ?? []).map(async (pid) => await isAlive(pid) ? [pid] : []),
+    )).flat(),
+    workspaces: await sandboxDirs(tempDir),
+  });
+  let left = {};
+  try {
+    await server.client.close();
+    const clean = await eventually(async () => {
+      const now = await leftBehind();
+      left = now;
+      return Object.values(now).every((list) => list.length === 0);
+    }, 10_000);
+    assert(clean, `left after shutdown: ${JSON.stringify(left)}`);
+  } finally {
+    await server.close();
+  }
+}
+
+/**
+ * Runs `fn` with a fresh temporary directory, and removes it afterwards.
+ *
+ * @param prefix The directory name's prefix.
+ * @param fn The test body.
+ * @returns What `fn` returns.
+ */
+export async function withTempDir<T>(prefix: string, fn: (dir: string) => Promise<T>): Promise<T> {
+  const dir = await Deno.makeTempDir({ prefix });
+  try {
+    return await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+/** The directories of a test that plays a user: a HOME and a project under one temp root. */
+export interface UserDirs {
+  /** The temp root, as its real path. */
+  root: string;
+  /** `<root>/home`, empty. */
+  home: string;
+  /** `<root>/project`, empty. */
+  project: string;
+}
+
+/**
+ * Runs `fn` with a fresh temp root holding an empty `home/` and `project/`, and removes it
+ * afterwards. The root is its real path, so that paths compare equal where the temp directory is
+ * behind a symlink.
+ *
+ * @param prefix The root's name prefix.
+ * @param fn The test body.
+ * @returns What `fn` returns.
+ */
+export async function withUserDirs<T>(
+  prefix: string,
+  fn: (dirs: UserDirs) => Promise<T>,
+): Promise<T> {
+  const root = await Deno.realPath(await Deno.makeTempDir({ prefix }));
+  const dirs = { root, home: join(root, "home"), project: join(root, "project") };
+  try {
+    await Deno.mkdir(dirs.home);
+    await Deno.mkdir(dirs.project);
+    return await fn(dirs);
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+}
+
+/**
+ * Runs `fn` with an in-process {@linkcode Executor} whose sandboxes live in a fresh temp
+ * directory (no warm pools unless `raw` asks for them), then checks that no sandbox directory is
+ * left.
+ *
+ * @param raw Settings, as a settings file would hold them.
+ * @param fn The test body; it gets the executor and its temp directory.
+ * @param options `log`: the executor's logger (errors only, on the console, by default).
+ */
+export async function withExecutor(
+  raw: Record<string, unknown>,
+  fn: (executor: Executor, tempDir: string) => Promise<void>,
+  options: { log?: Logger } = {},
+): Promise<void> {
+  const tempDir = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-exec-" }));
+  const base = raw as { sandbox?: Record<string, unknown>; python?: Record<string, unknown> };
+  const settings = resolveSettings({
+    ...raw,
+    sandbox: { warmPool: 0, ...base.sandbox, tempDir },
+    python: { warmPool: 0, ...base.python },
+  });
+  const executor = await Executor.create(settings, { log: options.log ?? createLogger("error") });
+  try {
+    await fn(executor, tempDir);
+  } finally {
+    await executor.close();
+    const left = await sandboxDirs(tempDir);
+    await Deno.remove(tempDir, { recursive: true });
+    assertEquals(left, [], "sandbox directories left behind");
+  }
+}
+
+/** What a finished command-line process did. */
+export interface CommandRun {
+  /** Its exit code. */
+  code: number;
+  /** Its standard output. */
+  stdout: string;
+  /** Its standard error. */
+  stderr: string;
+}
+
+/** Options for {@linkcode runCommand}. */
+export interface RunCommandOptions {
+  /** The working directory; this process's by default. */
+  cwd?: string;
+  /** Variables to set. */
+  env?: Record<string, string>;
+  /** Start from an empty environment rather than this process's. */
+  clearEnv?: boolean;
+  /** Kill the process after this long, so that a hang fails the test instead of the suite. */
+  timeoutMs?: number;
+}
+
+/**
+ * Runs a command with no stdin and waits for it to exit.
+ *
+ * @param command The executable.
+ * @param args Its arguments.
+ * @param options Working directory, environment and time limit.
+ * @returns Exit code and output.
+ */
+export async function runCommand(
+  command: string,
+  args: string[],
+  options: RunCommandOptions = {},
+): Promise<CommandRun> {
+  const abort = new AbortController();
+  const timer = options.timeoutMs === undefined
+    ? undefined
+    : setTimeout(() => abort.abort(), options.timeoutMs);
+  try {
+    const output = await new Deno.Command(command, {
+      args,
+      cwd: options.cwd,
+      env: options.env,
+      clearEnv: options.clearEnv,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+      signal: abort.signal,
+    }).output();
+    const decoder = new TextDecoder();
+    return {
+      code: output.code,
+      stdout: decoder.decode(output.stdout),
+      stderr: decoder.decode(output.stderr),
+    };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Renders a command's run for assertion messages.
+ *
+ * @param run The run.
+ * @returns Exit code, stdout and stderr.
+ */
+export function describeRun(run: CommandRun): string {
+  return `exit code ${run.code}\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`;
 }

@@ -1,13 +1,16 @@
 /**
  * What tests of the Python child start it from: the runner files, the Deno cache, Pyodide and its
- * memory snapshot (built once, on the first import, and shared with the real server's cache).
+ * memory snapshot (built once, on the first import, and shared with the real server's cache), and
+ * a child started from them that leaves nothing behind.
  *
  * @module
  */
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { assert, assertEquals } from "./_assert.ts";
+import { leftovers, processGone } from "./_helpers.ts";
 import { cacheDir } from "../src/config/paths.ts";
-import type { PyRunLimits } from "../src/exec/py_sandbox.ts";
+import { PyChild, type PyChildOptions, type PyRunLimits } from "../src/exec/py_sandbox.ts";
 import { ensurePyodideSnapshot, findPyodideDir } from "../src/exec/pyodide.ts";
 import { createLogger } from "../src/log.ts";
 
@@ -33,3 +36,41 @@ export const snapshotPath = await ensurePyodideSnapshot({
 });
 /** Limits for a test run: generous, since the machine may be loaded. */
 export const LIMITS: PyRunLimits = { timeoutMs: 20_000, maxOutputBytes: 100 * 1024 };
+
+/**
+ * Spawns a ready Python child under a fresh temp root, runs `fn`, then disposes of the child and
+ * checks that neither its process nor its directory is left.
+ *
+ * @param options Overrides of the child's options (`session`, `wheels`, `log`, …).
+ * @param fn The test body.
+ * @returns What `fn` returns.
+ */
+export async function withPyChild<T>(
+  options: Partial<PyChildOptions>,
+  fn: (child: PyChild) => Promise<T>,
+): Promise<T> {
+  const tempRoot = await Deno.makeTempDir({ prefix: "ce-py-" });
+  let child: PyChild | undefined;
+  try {
+    child = await PyChild.spawn({
+      denoPath: Deno.execPath(),
+      hostPath,
+      workerPath,
+      pyodideDir,
+      snapshotPath,
+      tempRoot,
+      denoDir,
+      memoryMb: 512,
+      log: createLogger("error"),
+      ...options,
+    });
+    assert(await child.ready, "the Python child did not start");
+    return await fn(child);
+  } finally {
+    await child?.dispose();
+    const left = await leftovers(tempRoot);
+    await Deno.remove(tempRoot, { recursive: true });
+    assertEquals(left, [], "sandbox directories left behind");
+    if (child) assert(await processGone(child.pid), `sandbox process ${child.pid} left behind`);
+  }
+}

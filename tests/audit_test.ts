@@ -1,14 +1,12 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { startServer } from "./_helpers.ts";
+import { EVERYTHING, npmServer, startServer } from "./_helpers.ts";
 import { AuditLog } from "../src/policy/audit.ts";
 import { redactText } from "../src/redact.ts";
 import { sha256Hex } from "../src/_util.ts";
 import { resolveSettings } from "../src/config/settings.ts";
 import { Executor } from "../src/exec/executor.ts";
 import { createLogger, type Logger } from "../src/log.ts";
-
-const EVERYTHING = "npm:@modelcontextprotocol/server-everything@2026.8.31";
 
 function capturingLogger(): Logger & { warnings: string[] } {
   const warnings: string[] = [];
@@ -133,16 +131,8 @@ Deno.test("Executor records each execution with the code's hash, outcome and out
 });
 
 Deno.test("serve records tool calls in the audit log, and the code only with audit.includeCode", async () => {
-  const home = await Deno.makeTempDir({ prefix: "ce-audit-home-" });
-  const config = join(home, "mcp.json");
-  await Deno.writeTextFile(
-    config,
-    JSON.stringify({
-      mcpServers: { everything: { command: Deno.execPath(), args: ["run", "-A", EVERYTHING] } },
-    }),
-  );
   const server = await startServer({
-    args: ["--config", config],
+    upstream: { everything: npmServer(EVERYTHING) },
     settings: { audit: { includeCode: true } },
   });
   try {
@@ -168,6 +158,5 @@ Deno.test("serve records tool calls in the audit log, and the code only with aud
     assertEquals((execution.toolCalls as unknown[]).length, 2);
   } finally {
     await server.close();
-    await Deno.remove(home, { recursive: true });
   }
 });

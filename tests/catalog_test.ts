@@ -1,12 +1,12 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
+import { EVERYTHING } from "./_helpers.ts";
 import { type CatalogEntry, ToolCatalog } from "../src/upstream/catalog.ts";
 import { UpstreamPool } from "../src/upstream/pool.ts";
 import { createLogger } from "../src/log.ts";
 import type { UpstreamServerConfig } from "../src/config/upstream.ts";
 
 const log = createLogger("error");
-const EVERYTHING = "npm:@modelcontextprotocol/server-everything@2026.8.31";
 
 function entry(inputSchema: Record<string, unknown>): CatalogEntry {
   return { server: "s", name: "t", fullName: "mcp__s__t", inputSchema };

@@ -1,31 +1,6 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { leftovers } from "./_helpers.ts";
-import { resolveSettings } from "../src/config/settings.ts";
-import { Executor } from "../src/exec/executor.ts";
-import { createLogger } from "../src/log.ts";
-
-async function withExecutor(
-  raw: Record<string, unknown>,
-  fn: (executor: Executor, tempDir: string) => Promise<void>,
-): Promise<void> {
-  const tempDir = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-exec-" }));
-  const base = raw as { sandbox?: Record<string, unknown>; python?: Record<string, unknown> };
-  const settings = resolveSettings({
-    ...raw,
-    sandbox: { warmPool: 0, ...base.sandbox, tempDir },
-    python: { warmPool: 0, ...base.python },
-  });
-  const executor = await Executor.create(settings, { log: createLogger("error") });
-  try {
-    await fn(executor, tempDir);
-  } finally {
-    await executor.close();
-    const left = (await leftovers(tempDir)).filter((name) => name.startsWith("code-executor-"));
-    await Deno.remove(tempDir, { recursive: true });
-    assertEquals(left, [], "sandbox directories left behind");
-  }
-}
+import { withExecutor } from "./_helpers.ts";
 
 Deno.test("Executor.runTypescript() reports errors at the code's own line numbers", async () => {
   await withExecutor({}, async (executor) => {

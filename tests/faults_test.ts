@@ -12,22 +12,41 @@
 import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { join } from "node:path";
-import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import {
+  assert,
+  assertEquals,
+  assertFails,
+  assertMatch,
+  assertReturns,
+  describeResult as describe,
+  type RunResult,
+} from "./_assert.ts";
+import {
+  assertNoSandboxes,
+  closeAndCheck,
   denoDir,
   eventually,
+  exitOrKill,
+  fixtureServer,
+  initializeRequest,
+  isAlive,
   leftovers,
+  pidsWithEnv,
   ROOT,
+  sandboxDirs,
   sandboxPids,
+  serverEnv,
   type ServerHarness,
+  spawnServe,
   startServer,
+  waitForExit,
+  writeMcpConfig,
 } from "./_helpers.ts";
 import type { Logger } from "../src/log.ts";
 import { type ExecuteOptions, SandboxProcess } from "../src/exec/sandbox_process.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
 
 const DENO = Deno.execPath();
-const FIXTURE = join(ROOT, "tests", "fixtures", "upstream_fixture.ts");
 const HOSTILE_RUNNER = join(ROOT, "tests", "fixtures", "hostile_runner.ts");
 const MiB = 1024 * 1024;
 /** tools.callTimeoutMs for the servers under test; the `hang` server's own `timeout` is lower. */
@@ -36,55 +55,12 @@ const HANG_TIMEOUT_MS = 1_500;
 /** The longest a cheap request may wait while the server digests a fault elsewhere. */
 const MAX_LAG_MS = 1_000;
 
-type RunResult = Awaited<ReturnType<ServerHarness["runTs"]>>;
-
-/** A private HOME (no user configuration leaks in) and the real Deno cache. */
-function serverEnv(home: string): Record<string, string> {
-  return { HOME: home, DENO_DIR: denoDir(), XDG_CACHE_HOME: join(home, ".cache") };
-}
-
 function fixtureEntry(
   pidFile: string,
   env: Record<string, string> = {},
   extra: Record<string, unknown> = {},
 ): Record<string, unknown> {
-  return {
-    command: DENO,
-    args: ["run", "-A", "--config", join(ROOT, "deno.json"), FIXTURE],
-    env: { FIXTURE_PID_FILE: pidFile, FIXTURE_FAULTS: "1", ...env },
-    ...extra,
-  };
-}
-
-async function writeConfig(home: string, servers: Record<string, unknown>): Promise<string> {
-  const file = join(home, "mcp.json");
-  await Deno.writeTextFile(file, JSON.stringify({ mcpServers: servers }, null, 2));
-  return file;
-}
-
-function describe(result: RunResult | ExecutionResult): string {
-  return JSON.stringify({
-    ok: result.ok,
-    isError: "isError" in result ? result.isError : undefined,
-    error: result.error,
-    returnValue: JSON.stringify(result.returnValue)?.slice(0, 500),
-    toolCalls: result.toolCalls,
-    stdout: result.stdout.slice(0, 300),
-    stderr: result.stderr.slice(0, 300),
-    durationMs: result.durationMs,
-  });
-}
-
-function assertReturns(result: RunResult, expected: unknown): void {
-  assertEquals(result.isError, false, describe(result));
-  assertEquals(result.returnValue, expected, describe(result));
-}
-
-function assertFails(result: RunResult, type: string, message: RegExp): void {
-  assertEquals(result.isError, true, describe(result));
-  assertEquals(result.ok, false, describe(result));
-  assertEquals(result.error?.type, type, describe(result));
-  assertMatch(result.error?.message ?? "", message, describe(result));
+  return fixtureServer({ FIXTURE_PID_FILE: pidFile, FIXTURE_FAULTS: "1", ...env }, extra);
 }
 
 /**
@@ -109,33 +85,6 @@ interface Caught {
   ms: number;
 }
 
-async function isAlive(pid: number): Promise<boolean> {
-  try {
-    const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
-    // A zombie has exited; only its parent has not collected it yet.
-    return !/^\d+ \(.*\) Z /.test(stat);
-  } catch {
-    return false;
-  }
-}
-
-/** Pids of live processes (other than this one) whose environment has this `NAME=value`. */
-async function pidsWithEnv(entry: string): Promise<number[]> {
-  const pids: number[] = [];
-  for await (const dir of Deno.readDir("/proc")) {
-    if (!/^\d+$/.test(dir.name) || Number(dir.name) === Deno.pid) continue;
-    try {
-      const environ = new TextDecoder().decode(await Deno.readFile(`/proc/${dir.name}/environ`));
-      if (environ.split("\0").includes(entry) && await isAlive(Number(dir.name))) {
-        pids.push(Number(dir.name));
-      }
-    } catch {
-      // The process ended while we looked.
-    }
-  }
-  return pids;
-}
-
 /** The pid of the `main.ts serve` process whose TMPDIR is `tempDir`. */
 async function serverPid(tempDir: string): Promise<number | undefined> {
   for (const pid of await pidsWithEnv(`TMPDIR=${tempDir}`)) {
@@ -150,29 +99,6 @@ async function peakRssMb(pid: number): Promise<number> {
   const status = await Deno.readTextFile(`/proc/${pid}/status`);
   const kb = Number(/^VmHWM:\s+(\d+) kB$/m.exec(status)?.[1]);
   return Math.round(kb / 1024);
-}
-
-async function sandboxDirs(tempDir: string): Promise<string[]> {
-  return (await leftovers(tempDir)).filter((name) => name.startsWith("code-executor-"));
-}
-
-/** Closes the client and checks that no sandbox, workspace or upstream process outlives it. */
-async function closeAndCheck(server: ServerHarness, home: string): Promise<void> {
-  const tempDir = server.tempDir;
-  const leftBehind = async () => ({
-    sandboxes: await sandboxPids(tempDir),
-    processesWithHome: await pidsWithEnv(`HOME=${home}`),
-    processesWithTmp: await pidsWithEnv(`TMPDIR=${tempDir}`),
-  });
-  await server.client.close();
-  const clean = await eventually(async () => {
-    const left = await leftBehind();
-    return Object.values(left).every((list) => list.length === 0);
-  }, 10_000);
-  const workspaces = await sandboxDirs(tempDir);
-  await server.close();
-  assert(clean, `left after shutdown: ${JSON.stringify(await leftBehind())}`);
-  assertEquals(workspaces, [], "sandbox workspaces were left behind");
 }
 
 /**
@@ -204,20 +130,19 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
   const home = await Deno.makeTempDir({ prefix: "ce-faults-home-" });
   const pidFile = (name: string) => join(home, `${name}.pid`);
   try {
-    const config = await writeConfig(home, {
-      healthy: fixtureEntry(pidFile("healthy"), {}, { timeout: 30_000 }),
-      crashy: fixtureEntry(pidFile("crashy")),
-      hang: fixtureEntry(pidFile("hang"), {}, { timeout: HANG_TIMEOUT_MS }),
-      garbage: fixtureEntry(
-        pidFile("garbage"),
-        { FIXTURE_MODE: "garbage" },
-        { timeout: HANG_TIMEOUT_MS },
-      ),
-      dead: fixtureEntry(pidFile("dead"), { FIXTURE_MODE: "exit" }),
-    });
     const server = await startServer({
-      args: ["--config", config],
-      env: serverEnv(home),
+      home,
+      upstream: {
+        healthy: fixtureEntry(pidFile("healthy"), {}, { timeout: 30_000 }),
+        crashy: fixtureEntry(pidFile("crashy")),
+        hang: fixtureEntry(pidFile("hang"), {}, { timeout: HANG_TIMEOUT_MS }),
+        garbage: fixtureEntry(
+          pidFile("garbage"),
+          { FIXTURE_MODE: "garbage" },
+          { timeout: HANG_TIMEOUT_MS },
+        ),
+        dead: fixtureEntry(pidFile("dead"), { FIXTURE_MODE: "exit" }),
+      },
       settings: { tools: { callTimeoutMs: CALL_TIMEOUT_MS } },
     });
     try {
@@ -400,7 +325,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
             problems.push(`the next call failed: ${JSON.stringify(value.after)}`);
           }
           if (lagMs >= MAX_LAG_MS) problems.push(`tools/list took ${lagMs} ms during the flood`);
-          if (!(await eventually(async () => !(await isAlive(before)), 10_000))) {
+          if (!(await waitForExit(before, 10_000))) {
             problems.push(`the flooding upstream ${before} was left running`);
           }
           assertEquals(problems, [], describe(result));
@@ -520,7 +445,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
       );
     } finally {
       await t.step("no sandbox or upstream process outlives the server", async () => {
-        await closeAndCheck(server, home);
+        await closeAndCheck(server);
       });
     }
   } finally {
@@ -744,18 +669,12 @@ Deno.test("serve kills every child and exits when the client disconnects mid-run
   await Deno.mkdir(tempDir);
   const hangPid = join(home, "upstream.pid");
   try {
-    const config = await writeConfig(home, { upstream: fixtureEntry(hangPid) });
+    const config = await writeMcpConfig(home, { upstream: fixtureEntry(hangPid) });
     const transport = new StdioClientTransport({
       command: DENO,
       args: ["run", "-A", "main.ts", "serve", "--config", config],
       cwd: ROOT,
-      env: {
-        PATH: Deno.env.get("PATH") ?? "",
-        ...serverEnv(home),
-        TMPDIR: tempDir,
-        CODE_EXECUTOR_PYTHON_WARM_POOL: "0",
-        CODE_EXECUTOR_LOG_LEVEL: "warn",
-      },
+      env: serverEnv(tempDir, { home }),
       stderr: "pipe",
     });
     transport.stderr?.on("data", () => {});
@@ -813,47 +732,6 @@ Deno.test("serve kills every child and exits when the client disconnects mid-run
   }
 });
 
-/** A `main.ts serve` spoken to in raw lines, for clients that misbehave at the byte level. */
-function spawnServe(home: string, tempDir: string, env: Record<string, string> = {}) {
-  const child = new Deno.Command(DENO, {
-    args: ["run", "-A", "main.ts", "serve"],
-    cwd: ROOT,
-    clearEnv: true,
-    env: {
-      PATH: Deno.env.get("PATH") ?? "",
-      ...serverEnv(home),
-      TMPDIR: tempDir,
-      CODE_EXECUTOR_PYTHON_WARM_POOL: "0",
-      CODE_EXECUTOR_LOG_LEVEL: "warn",
-      ...env,
-    },
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const writer = child.stdin.getWriter();
-  return {
-    child,
-    writer,
-    stderr: new Response(child.stderr).text(),
-    send: (message: unknown) =>
-      writer.write(new TextEncoder().encode(JSON.stringify(message) + "\n")),
-  };
-}
-
-function initializeRequest(clientName: string): Record<string, unknown> {
-  return {
-    jsonrpc: "2.0",
-    id: 1,
-    method: "initialize",
-    params: {
-      protocolVersion: "2025-11-25",
-      capabilities: {},
-      clientInfo: { name: clientName, version: "1" },
-    },
-  };
-}
-
 /** Code that marks its workspace once it runs, then never ends. */
 const ENDLESS_CODE = 'Deno.writeTextFileSync("started", ""); while (true) {}';
 
@@ -872,7 +750,7 @@ Deno.test("serve survives a client that vanishes without reading its answers", a
   const tempDir = join(home, "tmp");
   await Deno.mkdir(tempDir);
   try {
-    const { child, stderr, writer, send } = spawnServe(home, tempDir);
+    const { child, stderr, writer, send } = spawnServe(tempDir, { home });
     const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
     await send(initializeRequest("vanishing"));
     let seen = "";
@@ -902,24 +780,13 @@ Deno.test("serve survives a client that vanishes without reading its answers", a
     const ran = await eventually(async () => (await endlessRunDir(tempDir)) !== undefined, 30_000);
     await reader.cancel();
     await writer.close();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const status = await Promise.race([
-      child.status,
-      new Promise<undefined>((resolve) => timer = setTimeout(() => resolve(undefined), 10_000)),
-    ]);
-    clearTimeout(timer);
-    if (!status) child.kill("SIGKILL");
+    const status = await exitOrKill(child);
     const log = await stderr;
     await child.status;
     assert(ran, `the endless run did not start:\n${log}`);
     assert(status, `the server did not exit after the client vanished:\n${log}`);
     assertEquals(status.code, 0, log);
-    assert(
-      await eventually(async () =>
-        (await sandboxPids(tempDir)).length === 0 && (await sandboxDirs(tempDir)).length === 0
-      ),
-      `left behind: ${await sandboxPids(tempDir)} ${await sandboxDirs(tempDir)}`,
-    );
+    await assertNoSandboxes(tempDir);
   } finally {
     await Deno.remove(home, { recursive: true });
   }
@@ -929,8 +796,9 @@ Deno.test("serve keeps enforcing timeouts while a client is not reading its stdo
   const home = await Deno.makeTempDir({ prefix: "ce-stall-" });
   const tempDir = join(home, "tmp");
   await Deno.mkdir(tempDir);
-  const { child, stderr, writer, send } = spawnServe(home, tempDir, {
-    CODE_EXECUTOR_WARM_POOL: "0",
+  const { child, stderr, writer, send } = spawnServe(tempDir, {
+    home,
+    env: { CODE_EXECUTOR_WARM_POOL: "0" },
   });
   const reader = child.stdout.getReader();
   let status: Deno.CommandStatus | undefined;
@@ -973,13 +841,7 @@ Deno.test("serve keeps enforcing timeouts while a client is not reading its stdo
     reached = true;
   } finally {
     await writer.close().catch(() => {});
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    status = await Promise.race([
-      child.status,
-      new Promise<undefined>((resolve) => timer = setTimeout(() => resolve(undefined), 10_000)),
-    ]);
-    clearTimeout(timer);
-    if (!status) child.kill("SIGKILL");
+    status = await exitOrKill(child);
     await reader.cancel();
     await child.status;
     await stderr;
@@ -987,12 +849,7 @@ Deno.test("serve keeps enforcing timeouts while a client is not reading its stdo
   }
   try {
     assert(status, "the server did not exit when stdin closed with stdout full");
-    assert(
-      await eventually(async () =>
-        (await sandboxPids(tempDir)).length === 0 && (await sandboxDirs(tempDir)).length === 0
-      ),
-      `left behind: ${await sandboxPids(tempDir)} ${await sandboxDirs(tempDir)}`,
-    );
+    await assertNoSandboxes(tempDir);
   } finally {
     await Deno.remove(home, { recursive: true });
   }

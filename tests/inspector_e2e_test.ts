@@ -5,25 +5,26 @@
  * The Inspector runs with `npx` on the machine's Node. Its package.json asks for Node
  * >= 22.19, but its CLI works on Node 20; `deno run npm:@modelcontextprotocol/inspector` is
  * not an option because Deno fails to resolve one of its optional dependencies
- * (`napi-windows-process-start-time`). `.ci/run` pre-fetches the same version into the npx
- * cache, so `--prefer-offline` keeps this test off the network there.
+ * (`napi-windows-process-start-time`). `.ci/run` pre-fetches the same version (pinned as
+ * `INSPECTOR` in `_helpers.ts`) into the npx cache, so `--prefer-offline` keeps this test off the
+ * network there.
  *
  * @module
  */
 import { assert, assertEquals } from "./_assert.ts";
-import { eventually, leftovers, ROOT } from "./_helpers.ts";
-
-/** The pinned Inspector; `.ci/run` reads this line to pre-fetch the same version. */
-const INSPECTOR = "@modelcontextprotocol/inspector@2.12.0";
+import {
+  type CommandRun,
+  describeRun,
+  eventually,
+  INSPECTOR,
+  ROOT,
+  runCommand,
+  sandboxDirs,
+  withTempDir,
+} from "./_helpers.ts";
 
 /** Generous: the first run may download the Inspector and its dependencies from npm. */
 const INSPECTOR_TIMEOUT_MS = 180_000;
-
-interface InspectorRun {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
 
 /**
  * Runs the Inspector CLI against a freshly started server and waits for it to exit.
@@ -32,47 +33,31 @@ interface InspectorRun {
  * @param methodArgs `--method ...` and its options.
  * @returns The exit code and output of the Inspector.
  */
-async function inspect(tempDir: string, methodArgs: string[]): Promise<InspectorRun> {
+function inspect(tempDir: string, methodArgs: string[]): Promise<CommandRun> {
   // The Inspector gives the server only PATH, HOME and a few other variables; the rest goes
   // through -e.
   const serverEnv = ["-e", `TMPDIR=${tempDir}`, "-e", "CODE_EXECUTOR_LOG_LEVEL=warn"];
   const denoDir = Deno.env.get("DENO_DIR");
   if (denoDir) serverEnv.push("-e", `DENO_DIR=${denoDir}`);
-  const abort = new AbortController();
-  const timer = setTimeout(() => abort.abort(), INSPECTOR_TIMEOUT_MS);
-  try {
-    const output = await new Deno.Command("npx", {
-      args: [
-        "--yes",
-        "--prefer-offline",
-        INSPECTOR,
-        "--cli",
-        ...serverEnv,
-        "--cwd",
-        ROOT,
-        Deno.execPath(),
-        "task",
-        "--quiet",
-        "start",
-        ...methodArgs,
-      ],
-      // Not the repository: npx must not mistake it for an npm project.
-      cwd: tempDir,
-      env: { NO_COLOR: "1", npm_config_update_notifier: "false", npm_config_fund: "false" },
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-      signal: abort.signal,
-    }).output();
-    const decoder = new TextDecoder();
-    return {
-      code: output.code,
-      stdout: decoder.decode(output.stdout),
-      stderr: decoder.decode(output.stderr),
-    };
-  } finally {
-    clearTimeout(timer);
-  }
+  return runCommand("npx", [
+    "--yes",
+    "--prefer-offline",
+    INSPECTOR,
+    "--cli",
+    ...serverEnv,
+    "--cwd",
+    ROOT,
+    Deno.execPath(),
+    "task",
+    "--quiet",
+    "start",
+    ...methodArgs,
+  ], {
+    // Not the repository: npx must not mistake it for an npm project.
+    cwd: tempDir,
+    env: { NO_COLOR: "1", npm_config_update_notifier: "false", npm_config_fund: "false" },
+    timeoutMs: INSPECTOR_TIMEOUT_MS,
+  });
 }
 
 /**
@@ -81,8 +66,8 @@ async function inspect(tempDir: string, methodArgs: string[]): Promise<Inspector
  * @param run The Inspector run.
  * @returns The parsed MCP result.
  */
-function parseResult(run: InspectorRun): Record<string, unknown> {
-  const context = `exit code ${run.code}\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`;
+function parseResult(run: CommandRun): Record<string, unknown> {
+  const context = describeRun(run);
   assertEquals(run.code, 0, `the Inspector failed: ${context}`);
   try {
     return JSON.parse(run.stdout);
@@ -95,21 +80,16 @@ function parseResult(run: InspectorRun): Record<string, unknown> {
  * Runs `body` with a private TMPDIR for the server and checks that the server removed every
  * workspace it created there.
  */
-async function withTempDir(body: (tempDir: string) => Promise<void>): Promise<void> {
-  const tempDir = await Deno.makeTempDir({ prefix: "ce-inspector-" });
-  try {
+function withServerTempDir(body: (tempDir: string) => Promise<void>): Promise<void> {
+  return withTempDir("ce-inspector-", async (tempDir) => {
     await body(tempDir);
-    const clean = await eventually(async () =>
-      !(await leftovers(tempDir)).some((name) => name.startsWith("code-executor-"))
-    );
-    assert(clean, `workspaces left behind: ${(await leftovers(tempDir)).join(", ")}`);
-  } finally {
-    await Deno.remove(tempDir, { recursive: true }).catch(() => {});
-  }
+    const clean = await eventually(async () => (await sandboxDirs(tempDir)).length === 0);
+    assert(clean, `workspaces left behind: ${(await sandboxDirs(tempDir)).join(", ")}`);
+  });
 }
 
 Deno.test("MCP Inspector CLI lists run_typescript with tools/list", async () => {
-  await withTempDir(async (tempDir) => {
+  await withServerTempDir(async (tempDir) => {
     const result = parseResult(await inspect(tempDir, ["--method", "tools/list"]));
     const tools = result.tools as { name: string; inputSchema: { required?: string[] } }[];
     const names = tools.map((tool) => tool.name);
@@ -120,7 +100,7 @@ Deno.test("MCP Inspector CLI lists run_typescript with tools/list", async () => 
 });
 
 Deno.test("MCP Inspector CLI runs code with tools/call run_typescript", async () => {
-  await withTempDir(async (tempDir) => {
+  await withServerTempDir(async (tempDir) => {
     const result = parseResult(
       await inspect(tempDir, [
         "--method",

@@ -1,7 +1,7 @@
 import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { assert, assertEquals } from "./_assert.ts";
-import { eventually, leftovers, ROOT, sandboxPids, startServer } from "./_helpers.ts";
+import { eventually, ROOT, sandboxDirs, sandboxPids, startServer } from "./_helpers.ts";
 
 Deno.test("run_typescript is killed when the client cancels the call", async () => {
   const server = await startServer({ env: { CODE_EXECUTOR_WARM_POOL: "0" } });
@@ -25,9 +25,7 @@ Deno.test("run_typescript is killed when the client cancels the call", async () 
     assertEquals(next.returnValue, 2);
     // Used children are disposed after the response has been sent.
     assert(
-      await eventually(async () =>
-        (await leftovers(server.tempDir)).every((n) => !n.startsWith("code-executor-"))
-      ),
+      await eventually(async () => (await sandboxDirs(server.tempDir)).length === 0),
       "sandbox directories survived",
     );
   } finally {
@@ -77,9 +75,7 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
         `sandboxes survived ${signal}`,
       );
       assert(
-        await eventually(async () =>
-          (await leftovers(tempDir)).every((n) => !n.startsWith("code-executor-"))
-        ),
+        await eventually(async () => (await sandboxDirs(tempDir)).length === 0),
         "sandbox directories survived",
       );
       await call;

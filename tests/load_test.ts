@@ -18,20 +18,19 @@
  */
 import type { Client } from "@modelcontextprotocol/client";
 import { assert, assertEquals } from "./_assert.ts";
-import { eventually, leftovers, sandboxPids, startServer } from "./_helpers.ts";
+import { eventually, sandboxDirs, sandboxPids } from "./_helpers.ts";
+import { residentMb } from "../bench/_common.ts";
 import {
   CALLS_PER_EXECUTION,
   type LoadJob,
   loadJobs,
   outcomeProblem,
-  residentMb,
   runLoad,
   seedCode,
-  serverEnv,
   serverPid,
   settledRss,
+  startLoadServer,
   WARMUP_EXECUTIONS,
-  writeUpstreamConfig,
 } from "../bench/load.ts";
 
 const EXECUTIONS = 200;
@@ -41,24 +40,13 @@ const PYTHON_WARM_POOL = 2;
 const RUN_TIMEOUT_MS = 120_000;
 /** How far host RSS may stay above its pre-load baseline once the load is over. */
 const RSS_SLACK = 1.2;
-const DIR_PREFIX = "code-executor-";
 
-/**
- * Sandbox processes of this server: TypeScript runners name its TMPDIR on their command line;
- * Python hosts do not (they may read only the Pyodide files), but run in a directory inside it.
- */
+/** Sandbox processes of this server, by language. */
 async function sandboxes(tempDir: string): Promise<{ ts: number[]; python: number[] }> {
-  const python: number[] = [];
-  for (const pid of await sandboxPids("py_host.ts", ["py_host.ts"])) {
-    const cmdline = await Deno.readTextFile(`/proc/${pid}/cmdline`).catch(() => "");
-    const cwd = await Deno.readLink(`/proc/${pid}/cwd`).catch(() => "");
-    if (cmdline.includes(tempDir) || cwd.startsWith(`${tempDir}/`)) python.push(pid);
-  }
-  return { ts: await sandboxPids(tempDir, ["ts_runner.ts"]), python };
-}
-
-async function workspaces(tempDir: string): Promise<string[]> {
-  return (await leftovers(tempDir)).filter((name) => name.startsWith(DIR_PREFIX));
+  return {
+    ts: await sandboxPids(tempDir, ["ts_runner.ts"]),
+    python: await sandboxPids(tempDir, ["py_host.ts"]),
+  };
 }
 
 function problems(outcomes: Array<Parameters<typeof outcomeProblem>[0]>): string[] {
@@ -68,14 +56,9 @@ function problems(outcomes: Array<Parameters<typeof outcomeProblem>[0]>): string
 Deno.test("run_typescript and run_python return all 200 results right under 16 concurrent callers, then leave nothing behind", async () => {
   const home = await Deno.makeTempDir({ prefix: "ce-load-home-" });
   try {
-    const config = await writeUpstreamConfig(home);
-    const server = await startServer({
-      args: ["--config", config],
-      env: {
-        ...serverEnv(home),
-        CODE_EXECUTOR_WARM_POOL: String(TS_WARM_POOL),
-        CODE_EXECUTOR_PYTHON_WARM_POOL: String(PYTHON_WARM_POOL),
-      },
+    const server = await startLoadServer(home, {
+      tsPool: TS_WARM_POOL,
+      pythonPool: PYTHON_WARM_POOL,
     });
     const tempDir = server.tempDir;
     try {
@@ -137,12 +120,12 @@ Deno.test("run_typescript and run_python return all 200 results right under 16 c
       const clean = await eventually(async () => {
         const left = await sandboxes(tempDir);
         return left.ts.length + left.python.length === 0 &&
-          (await workspaces(tempDir)).length === 0;
+          (await sandboxDirs(tempDir)).length === 0;
       }, 10_000);
       assert(
         clean,
         `left after shutdown: ${JSON.stringify(await sandboxes(tempDir))}, ` +
-          `directories ${JSON.stringify(await workspaces(tempDir))}`,
+          `directories ${JSON.stringify(await sandboxDirs(tempDir))}`,
       );
     } finally {
       await server.close();
@@ -162,7 +145,7 @@ async function settle(
 ): Promise<{ settled: boolean; ts: number[]; python: number[]; dirs: string[] }> {
   let last = { ts: [] as number[], python: [] as number[], dirs: [] as string[] };
   const settled = await eventually(async () => {
-    last = { ...await sandboxes(tempDir), dirs: await workspaces(tempDir) };
+    last = { ...await sandboxes(tempDir), dirs: await sandboxDirs(tempDir) };
     return last.ts.length === TS_WARM_POOL && last.python.length === PYTHON_WARM_POOL &&
       last.dirs.length === TS_WARM_POOL + PYTHON_WARM_POOL;
   }, 30_000);

@@ -8,9 +8,15 @@
  *
  * @module
  */
-import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { denoDir, eventually, leftovers, ROOT, sandboxPids } from "./_helpers.ts";
+import {
+  assertNoSandboxes,
+  exitOrKill,
+  initializeRequest,
+  type RawServe,
+  spawnServe,
+  writeSettings,
+} from "./_helpers.ts";
 
 const MiB = 1024 * 1024;
 const encoder = new TextEncoder();
@@ -36,13 +42,13 @@ class RawServer {
   #nextId = 1;
   #status: Deno.CommandStatus | undefined;
 
-  private constructor(tempDir: string, child: Deno.ChildProcess) {
+  private constructor(tempDir: string, serve: RawServe) {
     this.tempDir = tempDir;
-    this.#child = child;
-    this.#writer = child.stdin.getWriter();
-    this.#stderr = new Response(child.stderr).text();
+    this.#child = serve.child;
+    this.#writer = serve.writer;
+    this.#stderr = serve.stderr;
     this.#pump = this.#read();
-    child.status.then((status) => this.#status = status);
+    serve.child.status.then((status) => this.#status = status);
   }
 
   /**
@@ -51,37 +57,14 @@ class RawServer {
    */
   static async start(settings?: Record<string, unknown>): Promise<RawServer> {
     const tempDir = await Deno.makeTempDir({ prefix: "ce-raw-" });
-    const env: Record<string, string> = {
-      PATH: Deno.env.get("PATH") ?? "",
-      HOME: tempDir,
-      TMPDIR: tempDir,
-      DENO_DIR: denoDir(),
-      XDG_CACHE_HOME: Deno.env.get("XDG_CACHE_HOME") ??
-        join(Deno.env.get("HOME") ?? tempDir, ".cache"),
-      CODE_EXECUTOR_PYTHON_WARM_POOL: "0",
-      CODE_EXECUTOR_LOG_LEVEL: "warn",
-      NO_COLOR: "1",
-    };
-    if (settings) {
-      const file = join(tempDir, "settings.jsonc");
-      await Deno.writeTextFile(file, JSON.stringify(settings));
-      env.CODE_EXECUTOR_CONFIG = file;
-    }
-    const child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "main.ts", "serve"],
-      cwd: ROOT,
-      clearEnv: true,
-      env,
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    const server = new RawServer(tempDir, child);
-    const init = await server.request("initialize", {
-      protocolVersion: "2025-11-25",
-      capabilities: {},
-      clientInfo: { name: "raw", version: "1" },
-    });
+    const env: Record<string, string> = {};
+    if (settings) env.CODE_EXECUTOR_CONFIG = await writeSettings(tempDir, settings);
+    const server = new RawServer(
+      tempDir,
+      spawnServe(tempDir, { home: tempDir, sharedCache: true, env }),
+    );
+    const { params } = initializeRequest("raw");
+    const init = await server.request("initialize", params);
     if (!init.result) {
       await server.close();
       throw new Error(`initialize failed: ${JSON.stringify(init)}`);
@@ -202,25 +185,17 @@ class RawServer {
    */
   async close(): Promise<{ status: Deno.CommandStatus; stderr: string }> {
     await this.#writer.close().catch(() => {});
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const exited = await Promise.race([
-      this.#child.status.then(() => true),
-      new Promise<boolean>((resolve) => timer = setTimeout(() => resolve(false), 10_000)),
-    ]);
-    clearTimeout(timer);
-    if (!exited) this.#child.kill("SIGKILL");
+    const exited = await exitOrKill(this.#child) !== undefined;
     const status = await this.#child.status;
     await this.#pump;
     const stderr = await this.#stderr;
-    const clean = await eventually(async () =>
-      (await sandboxPids(this.tempDir)).length === 0 &&
-      (await leftovers(this.tempDir)).every((name) => !name.startsWith("code-executor-"))
-    );
-    const left = await leftovers(this.tempDir);
-    await Deno.remove(this.tempDir, { recursive: true });
-    assert(exited, `the server did not exit at end of input:\n${stderr}`);
-    assert(clean, `left behind: ${await sandboxPids(this.tempDir)} ${left}`);
-    assertEquals(this.notJson, [], "the server wrote lines that are not JSON to stdout");
+    try {
+      assert(exited, `the server did not exit at end of input:\n${stderr}`);
+      await assertNoSandboxes(this.tempDir);
+      assertEquals(this.notJson, [], "the server wrote lines that are not JSON to stdout");
+    } finally {
+      await Deno.remove(this.tempDir, { recursive: true });
+    }
     return { status, stderr };
   }
 }

@@ -1,17 +1,11 @@
 import { join } from "node:path";
-import { assert, assertEquals, assertMatch } from "./_assert.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "./_assert.ts";
 import { type GrantedPermissions, narrowPermissions } from "../src/policy/permissions.ts";
 import { resolveSettings } from "../src/config/settings.ts";
 import { CodeExecutorError } from "../src/errors.ts";
 
 async function refusal(fn: () => Promise<unknown>): Promise<string> {
-  try {
-    await fn();
-  } catch (error) {
-    if (error instanceof CodeExecutorError) return error.message;
-    throw error;
-  }
-  throw new Error("expected a refusal");
+  return (await assertRejects(fn, CodeExecutorError)).message;
 }
 
 Deno.test("narrowPermissions() grants only hosts in the admin's allowlist", async () => {

@@ -1,10 +1,8 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { leftovers } from "./_helpers.ts";
-import { denoDir, hostPath, LIMITS, pyodideDir, snapshotPath, workerPath } from "./_pyodide.ts";
+import { LIMITS, pyodideDir, withPyChild } from "./_pyodide.ts";
 import {
   DEFAULT_PYTHON_IMPORTS,
-  PyChild,
   type PyChildOptions,
   type PyRunLimits,
 } from "../src/exec/py_sandbox.ts";
@@ -15,51 +13,13 @@ import {
   pyodideCandidates,
 } from "../src/exec/pyodide.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
-import { createLogger } from "../src/log.ts";
-
-const log = createLogger("error");
-
-function processGone(pid: number): Promise<boolean> {
-  return Deno.stat(`/proc/${pid}`).then(() => false, () => true);
-}
-
-/** Spawns a ready child, runs `fn`, then checks that no process or directory is left. */
-async function withChild<T>(
-  options: Partial<PyChildOptions>,
-  fn: (child: PyChild) => Promise<T>,
-): Promise<T> {
-  const tempRoot = await Deno.makeTempDir({ prefix: "ce-py-" });
-  let child: PyChild | undefined;
-  try {
-    child = await PyChild.spawn({
-      denoPath: Deno.execPath(),
-      hostPath,
-      workerPath,
-      pyodideDir: pyodideDir!,
-      snapshotPath,
-      tempRoot,
-      denoDir,
-      memoryMb: 512,
-      log,
-      ...options,
-    });
-    assert(await child.ready, "the Python child did not start");
-    return await fn(child);
-  } finally {
-    await child?.dispose();
-    const left = await leftovers(tempRoot);
-    await Deno.remove(tempRoot, { recursive: true });
-    assertEquals(left, [], "sandbox directories left behind");
-    if (child) assert(await processGone(child.pid), `sandbox process ${child.pid} left behind`);
-  }
-}
 
 function runPy(
   code: string,
   limits: Partial<PyRunLimits> = {},
   options: Partial<PyChildOptions> = {},
 ): Promise<ExecutionResult> {
-  return withChild(options, (child) => child.run(code, { ...LIMITS, ...limits }));
+  return withPyChild(options, (child) => child.run(code, { ...LIMITS, ...limits }));
 }
 
 Deno.test({
@@ -93,7 +53,7 @@ Deno.test("findPyodideDir() names the install command when the package is missin
 Deno.test({
   name: "PyChild boots from the memory snapshot",
   async fn() {
-    await withChild({}, (child) => {
+    await withPyChild({}, (child) => {
       assertEquals(child.boot?.fromSnapshot, true);
       assertEquals(child.boot?.snapshotError, undefined);
       return Promise.resolve();
@@ -107,7 +67,7 @@ Deno.test({
     const broken = await Deno.makeTempFile({ prefix: "ce-py-snapshot-" });
     try {
       await Deno.writeFile(broken, new Uint8Array(4096).fill(7));
-      const result = await withChild({ snapshotPath: broken }, (child) => {
+      const result = await withPyChild({ snapshotPath: broken }, (child) => {
         assertEquals(child.boot?.fromSnapshot, false);
         assertMatch(child.boot?.snapshotError ?? "", /magic number/);
         return child.run("6 * 7", LIMITS);
@@ -311,7 +271,7 @@ Deno.test({
 Deno.test({
   name: "PyChild: time.sleep() does not burn CPU",
   async fn() {
-    await withChild({}, async (child) => {
+    await withPyChild({}, async (child) => {
       const running = child.run("import time\ntime.sleep(1.5)\n'slept'", LIMITS);
       await new Promise((r) => setTimeout(r, 300));
       const before = await cpuSeconds(child.pid);
@@ -371,7 +331,7 @@ Deno.test({
 Deno.test({
   name: "PyChild with session keeps globals across runs",
   async fn() {
-    await withChild({ session: true }, async (child) => {
+    await withPyChild({ session: true }, async (child) => {
       const first = await child.run("x = 41\nprint('set')", LIMITS);
       assertEquals(first.stdout, "set\n");
       const second = await child.run("x + 1", LIMITS);

@@ -4,11 +4,8 @@
  * kill at the result (stderr mark), which must leave sessions alive.
  */
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { leftovers, sandboxPids } from "./_helpers.ts";
-import { denoDir, hostPath, LIMITS, pyodideDir, snapshotPath, workerPath } from "./_pyodide.ts";
-import { resolveSettings } from "../src/config/settings.ts";
-import { Executor } from "../src/exec/executor.ts";
-import { PyChild, type PyChildOptions } from "../src/exec/py_sandbox.ts";
+import { sandboxPids, withExecutor } from "./_helpers.ts";
+import { LIMITS, withPyChild } from "./_pyodide.ts";
 import { type PooledChild, WarmPool } from "../src/exec/warm_pool.ts";
 import { createLogger } from "../src/log.ts";
 
@@ -79,37 +76,8 @@ Deno.test("WarmPool.takeOrWait() stops waiting on abort and the child stays in t
   await pool.close();
 });
 
-async function withChild<T>(
-  options: Partial<PyChildOptions>,
-  fn: (child: PyChild) => Promise<T>,
-): Promise<T> {
-  const tempRoot = await Deno.makeTempDir({ prefix: "ce-pyspeed-" });
-  let child: PyChild | undefined;
-  try {
-    child = await PyChild.spawn({
-      denoPath: Deno.execPath(),
-      hostPath,
-      workerPath,
-      pyodideDir,
-      snapshotPath,
-      tempRoot,
-      denoDir,
-      memoryMb: 512,
-      log,
-      ...options,
-    });
-    assert(await child.ready, "the Python child did not start");
-    return await fn(child);
-  } finally {
-    await child?.dispose();
-    const left = await leftovers(tempRoot);
-    await Deno.remove(tempRoot, { recursive: true });
-    assertEquals(left, [], "sandbox directories left behind");
-  }
-}
-
 Deno.test("PyChild.run() mixes synchronous and awaiting runs in one session", async () => {
-  await withChild({ session: true }, async (child) => {
+  await withPyChild({ session: true }, async (child) => {
     const first = await child.run("x = 20\nprint('sync')\nx + 1", LIMITS);
     assertEquals([first.ok, first.stdout, first.returnValue], [true, "sync\n", 21]);
     const second = await child.run(
@@ -131,7 +99,7 @@ Deno.test("PyChild.run() mixes synchronous and awaiting runs in one session", as
 });
 
 Deno.test("PyChild.run() interrupts synchronous code at timeoutMs with its line", async () => {
-  const result = await withChild(
+  const result = await withPyChild(
     {},
     (child) => child.run("n = 0\nwhile True:\n    n += 1", { ...LIMITS, timeoutMs: 1_500 }),
   );
@@ -140,7 +108,7 @@ Deno.test("PyChild.run() interrupts synchronous code at timeoutMs with its line"
 });
 
 Deno.test("PyChild's warm-up before ready leaves nothing in the fresh interpreter", async () => {
-  const result = await withChild({ allowedImports: "*" }, (child) =>
+  const result = await withPyChild({ allowedImports: "*" }, (child) =>
     child.run(
       [
         "import builtins, linecache",
@@ -155,28 +123,23 @@ Deno.test("PyChild's warm-up before ready leaves nothing in the fresh interprete
 });
 
 Deno.test("Executor.runPython() right after start-up waits for a pooled child instead of booting a third", async () => {
-  const tempDir = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-pyfirst-" }));
-  const settings = resolveSettings({ sandbox: { warmPool: 0, tempDir }, python: { warmPool: 2 } });
-  const executor = await Executor.create(settings, { log });
   const seen = new Set<number>();
-  let watching = true;
-  const watch = (async () => {
-    while (watching) {
-      for (const pid of await sandboxPids(tempDir, ["py_host.ts"])) seen.add(pid);
-      await new Promise((r) => setTimeout(r, 50));
+  await withExecutor({ python: { warmPool: 2 } }, async (executor, tempDir) => {
+    let watching = true;
+    const watch = (async () => {
+      while (watching) {
+        for (const pid of await sandboxPids(tempDir, ["py_host.ts"])) seen.add(pid);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    })();
+    try {
+      const result = await executor.runPython("1 + 1");
+      assertEquals([result.ok, result.returnValue], [true, 2]);
+    } finally {
+      watching = false;
+      await watch;
     }
-  })();
-  try {
-    const result = await executor.runPython("1 + 1");
-    assertEquals([result.ok, result.returnValue], [true, 2]);
-  } finally {
-    watching = false;
-    await watch;
-    await executor.close();
-    const left = (await leftovers(tempDir)).filter((name) => name.startsWith("code-executor-"));
-    await Deno.remove(tempDir, { recursive: true });
-    assertEquals(left, [], "sandbox directories left behind");
-  }
+  }, { log });
   // The pool's two children only: the run took the first one to boot.
   assert(seen.size <= 2, `${seen.size} Python children were started for one run and a pool of 2`);
 });

@@ -1,10 +1,9 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { leftovers } from "./_helpers.ts";
-import { denoDir, hostPath, LIMITS, pyodideDir, snapshotPath, workerPath } from "./_pyodide.ts";
-import { resolveSettings } from "../src/config/settings.ts";
-import { Executor } from "../src/exec/executor.ts";
-import { PyChild, type PyChildOptions } from "../src/exec/py_sandbox.ts";
+import { withExecutor } from "./_helpers.ts";
+import { LIMITS, withPyChild } from "./_pyodide.ts";
+import { zipStored } from "../src/codegen/wheel.ts";
+import type { PyChild, PyChildOptions } from "../src/exec/py_sandbox.ts";
 import {
   impureWheelReason,
   type LocalWheel,
@@ -19,72 +18,10 @@ function captureLog(): Logger & { warnings: string[] } {
   return { warnings, debug() {}, info() {}, warn: (m) => warnings.push(m), error() {} };
 }
 
-const CRC_TABLE = Array.from({ length: 256 }, (_, n) => {
-  let c = n;
-  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-  return c >>> 0;
-});
-
-function crc32(bytes: Uint8Array): number {
-  let crc = 0xffffffff;
-  for (const byte of bytes) crc = CRC_TABLE[(crc ^ byte) & 0xff] ^ (crc >>> 8);
-  return (crc ^ 0xffffffff) >>> 0;
-}
-
-/** Builds a zip archive of stored (uncompressed) entries: all a wheel needs. */
+/** A zip archive of stored entries, in the order given: all a wheel needs. */
 function zip(files: Record<string, string>): Uint8Array {
   const encoder = new TextEncoder();
-  const locals: Uint8Array[] = [];
-  const centrals: Uint8Array[] = [];
-  let offset = 0;
-  for (const [path, text] of Object.entries(files)) {
-    const name = encoder.encode(path);
-    const data = encoder.encode(text);
-    const crc = crc32(data);
-    const local = new Uint8Array(30 + name.length + data.length);
-    const lv = new DataView(local.buffer);
-    lv.setUint32(0, 0x04034b50, true);
-    lv.setUint16(4, 20, true);
-    lv.setUint16(6, 0x0800, true);
-    lv.setUint16(12, 0x21, true);
-    lv.setUint32(14, crc, true);
-    lv.setUint32(18, data.length, true);
-    lv.setUint32(22, data.length, true);
-    lv.setUint16(26, name.length, true);
-    local.set(name, 30);
-    local.set(data, 30 + name.length);
-    const central = new Uint8Array(46 + name.length);
-    const cv = new DataView(central.buffer);
-    cv.setUint32(0, 0x02014b50, true);
-    cv.setUint16(4, 20, true);
-    cv.setUint16(6, 20, true);
-    cv.setUint16(8, 0x0800, true);
-    cv.setUint16(14, 0x21, true);
-    cv.setUint32(16, crc, true);
-    cv.setUint32(20, data.length, true);
-    cv.setUint32(24, data.length, true);
-    cv.setUint16(28, name.length, true);
-    cv.setUint32(42, offset, true);
-    central.set(name, 46);
-    locals.push(local);
-    centrals.push(central);
-    offset += local.length;
-  }
-  const centralSize = centrals.reduce((sum, c) => sum + c.length, 0);
-  const end = new Uint8Array(22);
-  const ev = new DataView(end.buffer);
-  ev.setUint32(0, 0x06054b50, true);
-  ev.setUint16(8, centrals.length, true);
-  ev.setUint16(10, centrals.length, true);
-  ev.setUint32(12, centralSize, true);
-  ev.setUint32(16, offset, true);
-  const out = new Uint8Array(offset + centralSize + end.length);
-  let at = 0;
-  for (const part of [...locals, ...centrals, end]) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
+  return zipStored(Object.entries(files).map(([path, text]) => [path, encoder.encode(text)]));
 }
 
 /** Builds a pure-Python wheel from its modules' sources. */
@@ -197,36 +134,12 @@ Deno.test("readWheels() reads pure wheels in order and skips the others with a w
   }
 });
 
-async function withWheelChild(
+function withWheelChild(
   wheels: LocalWheel[],
   options: Partial<PyChildOptions>,
   fn: (child: PyChild) => Promise<void>,
 ): Promise<void> {
-  const tempRoot = await Deno.makeTempDir({ prefix: "ce-py-wheels-" });
-  let child: PyChild | undefined;
-  try {
-    child = await PyChild.spawn({
-      denoPath: Deno.execPath(),
-      hostPath,
-      workerPath,
-      pyodideDir,
-      snapshotPath,
-      tempRoot,
-      denoDir,
-      memoryMb: 512,
-      log: captureLog(),
-      wheels,
-      session: true,
-      ...options,
-    });
-    assert(await child.ready, "the Python child did not start");
-    await fn(child);
-  } finally {
-    await child?.dispose();
-    const left = await leftovers(tempRoot);
-    await Deno.remove(tempRoot, { recursive: true });
-    assertEquals(left, [], "sandbox directories left behind");
-  }
+  return withPyChild({ log: captureLog(), wheels, session: true, ...options }, fn);
 }
 
 Deno.test("PyChild imports a wheel built by the test itself", async () => {
@@ -283,24 +196,19 @@ Deno.test("Executor.runPython() imports the wheels of python.wheelDirs", async (
     "mypkg-1.0-py3-none-any.whl": MYPKG,
     "native-1.0-cp312-cp312-linux_x86_64.whl": MYPKG,
   });
-  const tempDir = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-exec-wheels-" }));
   const log = captureLog();
-  const settings = resolveSettings({
-    python: { wheelDirs: [dir], warmPool: 0 },
-    sandbox: { warmPool: 0, tempDir },
-  });
-  const executor = await Executor.create(settings, { log });
   try {
-    const result = await executor.runPython('import mypkg\nmypkg.greet("x")');
-    assertEquals(result.error, undefined);
-    assertEquals(result.returnValue, "hi x");
-    assertEquals(log.warnings.length, 1);
-    assertMatch(log.warnings[0], /Skipping the wheel .*native-1\.0-cp312-cp312-linux_x86_64\.whl/);
+    await withExecutor({ python: { wheelDirs: [dir] } }, async (executor) => {
+      const result = await executor.runPython('import mypkg\nmypkg.greet("x")');
+      assertEquals(result.error, undefined);
+      assertEquals(result.returnValue, "hi x");
+      assertEquals(log.warnings.length, 1);
+      assertMatch(
+        log.warnings[0],
+        /Skipping the wheel .*native-1\.0-cp312-cp312-linux_x86_64\.whl/,
+      );
+    }, { log });
   } finally {
-    await executor.close();
-    const left = await leftovers(tempDir);
-    await Deno.remove(tempDir, { recursive: true });
     await Deno.remove(dir, { recursive: true });
-    assertEquals(left, [], "sandbox directories left behind");
   }
 });

@@ -11,19 +11,34 @@
  * @module
  */
 import { join } from "node:path";
-import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { eventually, leftovers, sandboxPids, type ServerHarness, startServer } from "./_helpers.ts";
+import {
+  assert,
+  assertEquals,
+  assertFails,
+  assertMatch,
+  assertReturns as assertRuns,
+  describeResult as describe,
+  type RunResult,
+} from "./_assert.ts";
+import {
+  closeAndCheck,
+  eventually,
+  EVERYTHING,
+  forgedJsonRpcLines,
+  MEMORY,
+  npmServer,
+  recordInbound,
+  sandboxPids,
+  type ServerHarness,
+  startServer,
+  withTempDir,
+} from "./_helpers.ts";
 import { DEFAULT_PYTHON_IMPORTS } from "../src/exec/py_sandbox.ts";
-import type { ExecutionResult } from "../src/exec/result.ts";
 
-const DENO = Deno.execPath();
-const EVERYTHING = "npm:@modelcontextprotocol/server-everything@2026.8.31";
-const MEMORY = "npm:@modelcontextprotocol/server-memory@2026.8.31";
 /** Idle Python children the server keeps, so that most runs skip the ~1 s interpreter boot. */
 const WARM_POOL = 2;
 /** Marks every forged message, so that the client's inbound traffic can be searched for it. */
 const FORGED = "FORGED-by-python-code";
-const DIR_PREFIX = "code-executor-";
 /**
  * CPU ticks (1/100 s) that all idle children together stay under in one second: far above what
  * an idle Deno process uses, far below one busy loop even on a loaded machine.
@@ -37,101 +52,18 @@ const JS = 'import random\njs = random._os.sys.modules["importlib"].import_modul
 const FUNCTION =
   'import random\nF = random._os.sys.modules["pyodide.ffi"].to_js([]).constructor.constructor\n';
 
-type RunResult = ExecutionResult & { isError: boolean };
-
-function cacheHome(): string {
-  return Deno.env.get("XDG_CACHE_HOME") ?? join(Deno.env.get("HOME") ?? "/root", ".cache");
-}
-
-/** A private HOME; the real Deno cache and the real Pyodide snapshot. */
-function serverEnv(home: string): Record<string, string> {
-  return {
-    HOME: home,
-    DENO_DIR: Deno.env.get("DENO_DIR") ?? join(cacheHome(), "deno"),
-    XDG_CACHE_HOME: cacheHome(),
-  };
-}
-
-async function writeConfig(home: string, servers: Record<string, unknown>): Promise<string> {
-  const file = join(home, "mcp.json");
-  await Deno.writeTextFile(file, JSON.stringify({ mcpServers: servers }, null, 2));
-  return file;
-}
-
-async function runPy(
-  server: ServerHarness,
-  code: string,
-  extra: Record<string, unknown> = {},
-): Promise<RunResult> {
-  const result = await server.client.callTool({
-    name: "run_python",
-    arguments: { code, ...extra },
-  });
-  return {
-    ...(result.structuredContent as unknown as ExecutionResult),
-    isError: result.isError === true,
-  };
-}
-
-function describe(result: RunResult): string {
-  return JSON.stringify({
-    ok: result.ok,
-    isError: result.isError,
-    error: result.error,
-    returnValue: result.returnValue,
-    toolCalls: result.toolCalls,
-    stdout: result.stdout?.slice(0, 500),
-    stderr: result.stderr?.slice(0, 500),
-  });
-}
-
+/** Python runs print nothing unless a test says what. */
 function assertReturns(result: RunResult, expected: unknown, stdout = ""): void {
-  assertEquals(result.isError, false, describe(result));
-  assertEquals(result.ok, true, describe(result));
-  assertEquals(result.returnValue, expected, describe(result));
-  assertEquals(result.stdout, stdout, describe(result));
-}
-
-function assertFails(result: RunResult, type: string, message?: RegExp): void {
-  assertEquals(result.isError, true, describe(result));
-  assertEquals(result.ok, false, describe(result));
-  assertEquals(result.error?.type, type, describe(result));
-  if (message) assertMatch(result.error?.message ?? "", message, describe(result));
-  assertEquals(result.returnValue, undefined, describe(result));
+  assertRuns(result, expected, { stdout });
 }
 
 async function assertServing(server: ServerHarness): Promise<void> {
-  assertReturns(await runPy(server, "2 + 2"), 4);
+  assertReturns(await server.runPy("2 + 2"), 4);
 }
 
-/**
- * Python sandboxes of this server. Their command line does not name the server's temp directory
- * (they may only read the Pyodide files), but their working directory is inside it.
- */
-async function pythonPids(tempDir: string): Promise<number[]> {
-  const pids: number[] = [];
-  for await (const entry of Deno.readDir("/proc")) {
-    if (!/^\d+$/.test(entry.name)) continue;
-    try {
-      const cmdline = await Deno.readTextFile(`/proc/${entry.name}/cmdline`);
-      if (!cmdline.includes("py_host.ts")) continue;
-      const cwd = await Deno.readLink(`/proc/${entry.name}/cwd`);
-      if (cwd.startsWith(`${tempDir}/`)) pids.push(Number(entry.name));
-    } catch {
-      // The process ended while we looked.
-    }
-  }
-  return pids;
-}
-
-/** Every sandbox (TypeScript or Python) of this server. */
-async function allSandboxPids(tempDir: string): Promise<number[]> {
-  const ts = await sandboxPids(tempDir, ["ts_runner.ts"]);
-  return [...new Set([...ts, ...await pythonPids(tempDir)])].sort((a, b) => a - b);
-}
-
-async function sandboxDirs(tempDir: string): Promise<string[]> {
-  return (await leftovers(tempDir)).filter((name) => name.startsWith(DIR_PREFIX));
+/** Python sandboxes of this server, found by their working directory inside its temp directory. */
+function pythonPids(tempDir: string): Promise<number[]> {
+  return sandboxPids(tempDir, ["py_host.ts"]);
 }
 
 /** User plus system CPU time of a process (all its threads), in clock ticks. */
@@ -164,59 +96,14 @@ async function settleIdle(
   const deadline = Date.now() + timeoutMs;
   let last = { idle: false, pids: [] as number[], ticks: Number.NaN };
   do {
-    const before = await allSandboxPids(tempDir);
+    const before = (await sandboxPids(tempDir)).sort((a, b) => a - b);
     const ticks = await cpuOver(before, 1_000);
-    const after = await allSandboxPids(tempDir);
+    const after = (await sandboxPids(tempDir)).sort((a, b) => a - b);
     const idle = JSON.stringify(before) === JSON.stringify(after) && ticks < IDLE_TICKS;
     last = { idle, pids: after, ticks };
     if (idle) return last;
   } while (Date.now() < deadline);
   return last;
-}
-
-/** Closes the server and checks that no sandbox process or directory outlives it. */
-async function closeAndCheck(server: ServerHarness): Promise<void> {
-  const tempDir = server.tempDir;
-  await server.client.close();
-  const gone = await eventually(
-    async () =>
-      (await allSandboxPids(tempDir)).length === 0 && (await sandboxDirs(tempDir)).length === 0,
-    10_000,
-  );
-  const pids = await allSandboxPids(tempDir);
-  const dirs = await sandboxDirs(tempDir);
-  await server.close();
-  assert(gone, `left after shutdown: pids ${pids}, dirs ${dirs}`);
-}
-
-/** Lines of JSON-RPC messages that must never reach the client. */
-function forgedLines(): string[] {
-  const response = (id: number) =>
-    JSON.stringify({
-      jsonrpc: "2.0",
-      id,
-      result: {
-        content: [{ type: "text", text: FORGED }],
-        structuredContent: {
-          ok: true,
-          stdout: FORGED,
-          stderr: "",
-          returnValue: FORGED,
-          durationMs: 1,
-          toolCalls: [],
-        },
-        isError: false,
-      },
-    });
-  return [
-    ...Array.from({ length: 200 }, (_, id) => response(id)),
-    JSON.stringify({
-      jsonrpc: "2.0",
-      method: "notifications/message",
-      params: { level: "error", data: FORGED },
-    }),
-    JSON.stringify({ jsonrpc: "2.0", id: FORGED, method: "ping" }),
-  ];
 }
 
 /**
@@ -230,19 +117,15 @@ function pythonBytes(text: string): string {
 }
 
 Deno.test("run_python computes, calls upstream tools, stays contained and isolated through the MCP server", async (t) => {
-  const home = await Deno.makeTempDir({ prefix: "ce-python-home-" });
-  try {
-    const config = await writeConfig(home, {
-      everything: { command: DENO, args: ["run", "-A", EVERYTHING] },
-      memory: {
-        command: DENO,
-        args: ["run", "-A", MEMORY],
-        env: { MEMORY_FILE_PATH: join(home, "memory.jsonl") },
-      },
-    });
+  await withTempDir("ce-python-home-", async (home) => {
     const server = await startServer({
-      args: ["--config", config],
-      env: { ...serverEnv(home), CODE_EXECUTOR_PYTHON_WARM_POOL: String(WARM_POOL) },
+      home,
+      sharedCache: true,
+      upstream: {
+        everything: npmServer(EVERYTHING),
+        memory: npmServer(MEMORY, { env: { MEMORY_FILE_PATH: join(home, "memory.jsonl") } }),
+      },
+      env: { CODE_EXECUTOR_PYTHON_WARM_POOL: String(WARM_POOL) },
       settings: { python: { allowedImports: [...DEFAULT_PYTHON_IMPORTS, "sys", "builtins"] } },
     });
     try {
@@ -252,22 +135,11 @@ Deno.test("run_python computes, calls upstream tools, stays contained and isolat
         await closeAndCheck(server);
       });
     }
-  } finally {
-    await Deno.remove(home, { recursive: true });
-  }
+  });
 });
 
 async function pythonSequence(t: Deno.TestContext, server: ServerHarness): Promise<void> {
-  const inbound: Array<Record<string, unknown>> = [];
-  const clientErrors: string[] = [];
-  const transport = server.client.transport;
-  assert(transport, "the client has no transport");
-  const deliver = transport.onmessage;
-  transport.onmessage = (message, extra) => {
-    inbound.push(message as unknown as Record<string, unknown>);
-    deliver?.(message, extra);
-  };
-  server.client.onerror = (error) => clientErrors.push(error.message);
+  const { inbound, errors: clientErrors } = recordInbound(server.client);
 
   await t.step("tools/list offers run_python by default, between the other two", async () => {
     const { tools } = await server.client.listTools();
@@ -295,37 +167,36 @@ async function pythonSequence(t: Deno.TestContext, server: ServerHarness): Promi
       ],
     ];
     for (const [code, value, stdout] of cases) {
-      assertReturns(await runPy(server, code), value, stdout);
+      assertReturns(await server.runPy(code), value, stdout);
     }
   });
 
   await t.step(
     "reports NameError, ZeroDivisionError and SyntaxError at the code's lines",
     async () => {
-      const name = await runPy(server, "a = 1\n\ndef f():\n    return missing\n\nf()");
+      const name = await server.runPy("a = 1\n\ndef f():\n    return missing\n\nf()");
       assertFails(name, "NameError", /^name 'missing' is not defined$/);
       const traceback = name.error?.traceback ?? "";
       assertMatch(traceback, /File "code\.py", line 6, in <module>/, describe(name));
       assertMatch(traceback, /File "code\.py", line 4, in f/, describe(name));
       assert(!/_pyodide|pyodide\/|<sandbox>/.test(traceback), traceback);
 
-      const zero = await runPy(server, "x = 1\ny = x / 0");
+      const zero = await server.runPy("x = 1\ny = x / 0");
       assertFails(zero, "ZeroDivisionError", /division by zero/);
       assertMatch(zero.error?.traceback ?? "", /File "code\.py", line 2/, describe(zero));
 
-      const syntax = await runPy(server, "x = 1\ny = (x +\n");
+      const syntax = await server.runPy("x = 1\ny = (x +\n");
       assertFails(syntax, "SyntaxError", /code\.py, line 2/);
     },
   );
 
   await t.step("refuses imports outside the allowlist with the list in the message", async () => {
-    const os = await runPy(server, "import os");
+    const os = await server.runPy("import os");
     assertFails(os, "ImportError", /^Import of os is not allowed: allowed imports are .*\bjson\b/);
   });
 
   await t.step("one program chains memory and everything tools", async () => {
-    const result = await runPy(
-      server,
+    const result = await server.runPy(
       [
         "created = await tools.memory.create_entities(entities=[",
         '    {"name": "Ada", "entityType": "person", "observations": ["wrote the first program"]},',
@@ -358,8 +229,7 @@ async function pythonSequence(t: Deno.TestContext, server: ServerHarness): Promi
   });
 
   await t.step("arguments that break the tool's schema raise ToolValidationError", async () => {
-    const result = await runPy(
-      server,
+    const result = await server.runPy(
       [
         "try:",
         '    await call_mcp_tool("mcp__everything__get-sum", {"a": "two", "b": 3})',
@@ -386,14 +256,14 @@ async function pythonSequence(t: Deno.TestContext, server: ServerHarness): Promi
         "import random\nrandom._os.sys.stdin.readline()",
       ]
     ) {
-      const result = await runPy(server, code);
+      const result = await server.runPy(code);
       assertFails(result, "OSError");
       assertEquals(result.error?.message, STDIN_MESSAGE, code);
     }
     await assertServing(server);
   });
 
-  const forged = forgedLines();
+  const forged = forgedJsonRpcLines(FORGED);
   const forgedSet = new Set(forged.map((line) => JSON.stringify(JSON.parse(line))));
   const payload = forged.join("\n") + "\n";
   const attempts: Array<[string, string, (result: RunResult) => void]> = [
@@ -421,7 +291,7 @@ async function pythonSequence(t: Deno.TestContext, server: ServerHarness): Promi
   ];
   for (const [how, code, check] of attempts) {
     await t.step(`a JSON-RPC message forged with ${how} never reaches the client`, async () => {
-      const result = await runPy(server, code);
+      const result = await server.runPy(code);
       check(result);
       assert(!JSON.stringify(result).includes(FORGED), describe(result));
       await assertServing(server);
@@ -452,7 +322,7 @@ async function pythonSequence(t: Deno.TestContext, server: ServerHarness): Promi
       await settleIdle(server.tempDir, 15_000);
       const started = performance.now();
       let done = false;
-      const running = runPy(server, code, { timeoutMs: 1_500 }).finally(() => done = true);
+      const running = server.runPy(code, { timeoutMs: 1_500 }).finally(() => done = true);
       let busy: number | undefined;
       if (code.startsWith("while")) {
         // The CPU probe must see the loop, or its "idle" below would mean nothing.
@@ -490,28 +360,27 @@ async function pythonSequence(t: Deno.TestContext, server: ServerHarness): Promi
   });
 
   await t.step("a monkeypatch and a global of one run are gone in the next", async () => {
-    const patched = await runPy(
-      server,
+    const patched = await server.runPy(
       "import builtins\nbuiltins.len = lambda x: 42\nsecret = 1\nlen([])",
     );
     assertReturns(patched, 42);
-    const next = await runPy(server, "[len([1, 2]), 'secret' in globals()]");
+    const next = await server.runPy("[len([1, 2]), 'secret' in globals()]");
     assertReturns(next, [2, false]);
   });
 
   await t.step("a session keeps its variables; two sessions do not share them", async () => {
     assertReturns(
-      await runPy(server, "x = 41\nprint('set')", { session: "a" }),
+      await server.runPy("x = 41\nprint('set')", { session: "a" }),
       undefined,
       "set\n",
     );
-    assertReturns(await runPy(server, "x + 1", { session: "a" }), 42);
+    assertReturns(await server.runPy("x + 1", { session: "a" }), 42);
     assertReturns(
-      await runPy(server, "y = 'b'\n'x' in globals()", { session: "b" }),
+      await server.runPy("y = 'b'\n'x' in globals()", { session: "b" }),
       false,
     );
-    assertReturns(await runPy(server, "[x, 'y' in globals()]", { session: "a" }), [41, false]);
-    assertReturns(await runPy(server, "y", { session: "b" }), "b");
+    assertReturns(await server.runPy("[x, 'y' in globals()]", { session: "a" }), [41, false]);
+    assertReturns(await server.runPy("y", { session: "b" }), "b");
     // Each session is its own interpreter process, next to the warm pool's.
     const sessions = await eventually(async () =>
       (await pythonPids(server.tempDir)).length >= WARM_POOL + 2
@@ -521,11 +390,11 @@ async function pythonSequence(t: Deno.TestContext, server: ServerHarness): Promi
 }
 
 Deno.test("PYTHON_ENABLED=false removes run_python and starts no Python sandbox", async () => {
-  const home = await Deno.makeTempDir({ prefix: "ce-python-home-" });
-  try {
+  await withTempDir("ce-python-home-", async (home) => {
     const server = await startServer({
+      home,
+      sharedCache: true,
       env: {
-        ...serverEnv(home),
         PYTHON_ENABLED: "false",
         CODE_EXECUTOR_PYTHON_WARM_POOL: String(WARM_POOL),
       },
@@ -552,7 +421,5 @@ Deno.test("PYTHON_ENABLED=false removes run_python and starts no Python sandbox"
     } finally {
       await closeAndCheck(server);
     }
-  } finally {
-    await Deno.remove(home, { recursive: true });
-  }
+  });
 });

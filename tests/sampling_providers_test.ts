@@ -11,7 +11,7 @@ import {
 } from "../src/sampling/providers.ts";
 import { parseRetryAfter } from "../src/sampling/retry.ts";
 import type { SamplingRequest } from "../src/sampling/types.ts";
-import { assert, assertEquals, assertMatch } from "./_assert.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "./_assert.ts";
 import { CodeExecutorError } from "../src/errors.ts";
 
 /** A key that no redaction pattern recognizes: only the backend's own care keeps it out. */
@@ -140,15 +140,10 @@ const REQUEST: SamplingRequest = {
 
 /** Runs `fn`, which must reject with a CodeExecutorError, and returns that error. */
 async function samplingError(fn: () => Promise<unknown>): Promise<CodeExecutorError> {
-  try {
-    await fn();
-  } catch (error) {
-    assert(error instanceof CodeExecutorError, `expected a CodeExecutorError, got ${error}`);
-    assert(!String(error.message).includes(KEY), `the key leaked: ${error.message}`);
-    assert(!String(error.stack).includes(KEY), "the key leaked into the stack");
-    return error;
-  }
-  throw new Error("Expected a CodeExecutorError: the call succeeded");
+  const error = await assertRejects(fn, CodeExecutorError);
+  assert(!String(error.message).includes(KEY), `the key leaked: ${error.message}`);
+  assert(!String(error.stack).includes(KEY), "the key leaked into the stack");
+  return error;
 }
 
 function signal(): AbortSignal {

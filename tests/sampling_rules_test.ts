@@ -3,20 +3,14 @@
  *
  * @module
  */
-import { assertEquals, assertMatch } from "./_assert.ts";
+import { assertEquals, assertMatch, assertThrows } from "./_assert.ts";
 import { loadSettings } from "../src/config/settings.ts";
 import { SamplingBudget } from "../src/sampling/budget.ts";
 import { checkQuestion, checkSampling } from "../src/sampling/rules.ts";
 import { CodeExecutorError } from "../src/errors.ts";
 
 function refusal(fn: () => unknown): CodeExecutorError {
-  try {
-    fn();
-  } catch (error) {
-    if (error instanceof CodeExecutorError) return error;
-    throw error;
-  }
-  throw new Error("Expected a CodeExecutorError");
+  return assertThrows(fn, CodeExecutorError);
 }
 
 const user = { role: "user", content: "hi" };

@@ -4,10 +4,19 @@
  *
  * @module
  */
-import type { Client, ClientOptions } from "@modelcontextprotocol/client";
+import type { Client } from "@modelcontextprotocol/client";
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { eventually, sandboxPids, type ServerHarness, startServer } from "./_helpers.ts";
+import {
+  eventually,
+  EVERYTHING,
+  npmServer,
+  sandboxPids,
+  type ServerHarness,
+  startServer,
+  type StartServerOptions,
+  withTempDir,
+} from "./_helpers.ts";
 
 type SamplingParams = {
   messages: Array<{ role: string; content: { type: string; text?: string } }>;
@@ -32,40 +41,34 @@ function answer(params: SamplingParams): string {
   return `echo(${params.systemPrompt ? "sys," : ""}${last})`;
 }
 
-interface LlmServerOptions {
-  env?: Record<string, string>;
-  settings?: Record<string, unknown>;
+interface LlmServerOptions extends Omit<StartServerOptions, "setup"> {
   /** Replaces the default sampling handler. */
   onSample?: (params: SamplingParams, signal: AbortSignal) => Promise<unknown>;
   /** Answers elicitation; omit to leave the capability out. */
   onElicit?: (params: ElicitParams) => Promise<unknown>;
   /** Leave the sampling capability out. */
   noSampling?: boolean;
-  /** Extra command-line arguments of the server. */
-  args?: string[];
-  /** More client options (the protocol era). */
-  client?: ClientOptions;
 }
 
 async function startLlmServer(
   options: LlmServerOptions = {},
 ): Promise<ServerHarness & { seen: Recorder }> {
+  const { onSample, onElicit, noSampling, ...serverOptions } = options;
   const seen: Recorder = { sampling: [], elicitations: [] };
   const capabilities: Record<string, unknown> = {};
-  if (!options.noSampling) capabilities.sampling = {};
-  if (options.onElicit) capabilities.elicitation = { form: {} };
+  if (!noSampling) capabilities.sampling = {};
+  if (onElicit) capabilities.elicitation = { form: {} };
   const harness = await startServer({
+    ...serverOptions,
     env: { ...SAMPLING_ENV, ...options.env },
-    settings: options.settings,
-    args: options.args,
     client: { capabilities, ...options.client },
     setup(client: Client) {
-      if (!options.noSampling) {
+      if (!noSampling) {
         client.setRequestHandler("sampling/createMessage", async (request, ctx) => {
           const params = request.params as unknown as SamplingParams;
           seen.sampling.push(params);
-          if (options.onSample) {
-            return await options.onSample(params, ctx.mcpReq.signal) as never;
+          if (onSample) {
+            return await onSample(params, ctx.mcpReq.signal) as never;
           }
           return {
             model: "test-model",
@@ -75,8 +78,7 @@ async function startLlmServer(
           };
         });
       }
-      if (options.onElicit) {
-        const onElicit = options.onElicit;
+      if (onElicit) {
         client.setRequestHandler("elicitation/create", async (request) => {
           const params = request.params as unknown as ElicitParams;
           seen.elicitations.push(params);
@@ -356,28 +358,19 @@ Deno.test("llm.ask() is refused while sampling is off (the default)", async () =
   }
 });
 
-const EVERYTHING = "npm:@modelcontextprotocol/server-everything@2026.8.31";
-
 Deno.test("progress notifications arrive in order for tool calls, LLM rounds and progress()", async () => {
-  const home = await Deno.makeTempDir({ prefix: "ce-sampling-home-" });
-  const config = join(home, "mcp.json");
-  await Deno.writeTextFile(
-    config,
-    JSON.stringify({
-      mcpServers: { everything: { command: Deno.execPath(), args: ["run", "-A", EVERYTHING] } },
-    }),
-  );
-  const server = await startLlmServer({ env: { HOME: home }, args: ["--config", config] })
-    .catch(async (error) => {
-      await Deno.remove(home, { recursive: true });
-      throw error;
+  await withTempDir("ce-sampling-home-", async (home) => {
+    const server = await startLlmServer({
+      home,
+      sharedCache: true,
+      upstream: { everything: npmServer(EVERYTHING) },
     });
-  const events: Array<{ progress: number; total?: number; message?: string }> = [];
-  try {
-    const result = await server.client.callTool({
-      name: "run_typescript",
-      arguments: {
-        code: `
+    const events: Array<{ progress: number; total?: number; message?: string }> = [];
+    try {
+      const result = await server.client.callTool({
+        name: "run_typescript",
+        arguments: {
+          code: `
 progress(0, 3, "starting");
 const sum = await callMCPTool("mcp__everything__get-sum", { a: 2, b: 3 });
 await progress(1, 3, "summed");
@@ -385,21 +378,21 @@ const text = await llm.ask("Explain " + JSON.stringify(sum));
 await progress(2, 3);
 return text;
 `,
-      },
-    }, { onprogress: (p) => events.push(p) });
-    assertEquals(result.isError, false, JSON.stringify(result.content));
-    assertEquals(events.map((e) => e.message), [
-      "0/3 starting",
-      "Calling mcp__everything__get-sum",
-      "1/3 summed",
-      "LLM round 1 of at most 10",
-      "2/3",
-    ]);
-    assertEquals(events.map((e) => e.progress), [1, 2, 3, 4, 5]);
-  } finally {
-    await server.close();
-    await Deno.remove(home, { recursive: true }).catch(() => {});
-  }
+        },
+      }, { onprogress: (p) => events.push(p) });
+      assertEquals(result.isError, false, JSON.stringify(result.content));
+      assertEquals(events.map((e) => e.message), [
+        "0/3 starting",
+        "Calling mcp__everything__get-sum",
+        "1/3 summed",
+        "LLM round 1 of at most 10",
+        "2/3",
+      ]);
+      assertEquals(events.map((e) => e.progress), [1, 2, 3, 4, 5]);
+    } finally {
+      await server.close();
+    }
+  });
 });
 
 Deno.test("cancelling run_typescript mid-sampling aborts the client request and kills the run", async () => {

@@ -6,28 +6,8 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { leftovers } from "./_helpers.ts";
-import { resolveSettings } from "../src/config/settings.ts";
-import { Executor } from "../src/exec/executor.ts";
+import { leftovers, withExecutor } from "./_helpers.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
-import { createLogger } from "../src/log.ts";
-
-async function withExecutor(
-  raw: Record<string, unknown>,
-  fn: (executor: Executor) => Promise<void>,
-): Promise<void> {
-  const tempDir = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-perm-exec-" }));
-  const settings = resolveSettings({ ...raw, sandbox: { warmPool: 0, tempDir } });
-  const executor = await Executor.create(settings, { log: createLogger("error") });
-  try {
-    await fn(executor);
-  } finally {
-    await executor.close();
-    const left = (await leftovers(tempDir)).filter((name) => name.startsWith("code-executor-"));
-    await Deno.remove(tempDir, { recursive: true });
-    assertEquals(left, [], "sandbox directories left behind");
-  }
-}
 
 function describe(result: ExecutionResult): string {
   return JSON.stringify({ ok: result.ok, error: result.error, returnValue: result.returnValue });

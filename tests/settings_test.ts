@@ -1,30 +1,18 @@
 import { join } from "node:path";
-import { assertEquals, assertMatch } from "./_assert.ts";
+import { assertEquals, assertMatch, assertRejects } from "./_assert.ts";
+import { type UserDirs, withUserDirs } from "./_helpers.ts";
 import { loadSettings, resolveSettings, SettingsError } from "../src/config/settings.ts";
 
-async function withDirs(
-  fn: (dirs: { home: string; project: string }) => Promise<void>,
-): Promise<void> {
-  const root = await Deno.makeTempDir({ prefix: "ce-settings-" });
-  const home = join(root, "home");
-  const project = join(root, "project");
-  await Deno.mkdir(join(home, ".config", "code-executor"), { recursive: true });
-  await Deno.mkdir(project);
-  try {
-    await fn({ home, project });
-  } finally {
-    await Deno.remove(root, { recursive: true });
-  }
+/** A HOME with an empty Code Executor config directory, and a project. */
+function withDirs(fn: (dirs: UserDirs) => Promise<void>): Promise<void> {
+  return withUserDirs("ce-settings-", async (dirs) => {
+    await Deno.mkdir(join(dirs.home, ".config", "code-executor"), { recursive: true });
+    await fn(dirs);
+  });
 }
 
 async function settingsError(fn: () => Promise<unknown>): Promise<string> {
-  try {
-    await fn();
-  } catch (error) {
-    if (error instanceof SettingsError) return error.message;
-    throw error;
-  }
-  throw new Error("expected a SettingsError");
+  return (await assertRejects(fn, SettingsError)).message;
 }
 
 Deno.test("resolveSettings() fills in the documented defaults", () => {

@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { assert, assertEquals } from "./_assert.ts";
-import { eventually, leftovers, sandboxPids } from "./_helpers.ts";
+import { eventually, isAlive, leftovers, sandboxPids } from "./_helpers.ts";
 import { resolveSettings } from "../src/config/settings.ts";
 import { cacheDir } from "../src/config/paths.ts";
 import { Executor } from "../src/exec/executor.ts";
@@ -12,14 +12,6 @@ import { createLogger } from "../src/log.ts";
 
 const RUNNER = fileURLToPath(new URL("../sandbox/ts_runner.ts", import.meta.url));
 const LIMITS = { timeoutMs: 10_000, maxOutputBytes: 100_000 };
-
-async function isAlive(pid: number): Promise<boolean> {
-  try {
-    return !/^State:\s+Z/m.test(await Deno.readTextFile(`/proc/${pid}/status`));
-  } catch {
-    return false;
-  }
-}
 
 /** Runs `fn` with options for children under a fresh temp root, then checks nothing is left. */
 async function withTempRoot(

@@ -9,116 +9,44 @@
  * @module
  */
 import { join } from "node:path";
-import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import {
-  denoDir,
+  assert,
+  assertEquals,
+  assertFails,
+  assertMatch,
+  assertReturns,
+  describeResult as describe,
+  type RunResult,
+} from "./_assert.ts";
+import {
+  closeAndCheck,
+  describeRun,
   eventually,
-  leftovers,
+  EVERYTHING,
+  FILESYSTEM,
+  fixtureServer,
+  homeEnv,
+  MEMORY,
+  npmServer,
+  pidsWithEnv,
+  processGone,
   ROOT,
-  sandboxPids,
+  runCommand,
+  sandboxDirs,
   type ServerHarness,
   startServer,
+  waitForExit,
+  withTempDir,
+  writeMcpConfig,
 } from "./_helpers.ts";
 
 const DENO = Deno.execPath();
-const EVERYTHING = "npm:@modelcontextprotocol/server-everything@2026.8.31";
-const FILESYSTEM = "npm:@modelcontextprotocol/server-filesystem@2026.8.31";
-const MEMORY = "npm:@modelcontextprotocol/server-memory@2026.8.31";
-const FIXTURE = join(ROOT, "tests", "fixtures", "upstream_fixture.ts");
 const MISSING_COMMAND = "/nonexistent/ce-missing-mcp-server";
 /** Tools the fixture lists before `addTool` adds one. */
 const FIXTURE_TOOLS = 5;
 
-type RunResult = Awaited<ReturnType<ServerHarness["runTs"]>>;
-
-/** The environment every server under test starts with: a private HOME, the real cache. */
-function serverEnv(home: string): Record<string, string> {
-  return { HOME: home, DENO_DIR: denoDir(), XDG_CACHE_HOME: join(home, ".cache") };
-}
-
 function fixtureEntry(pidFile: string): Record<string, unknown> {
-  return {
-    command: DENO,
-    args: ["run", "-A", "--config", join(ROOT, "deno.json"), FIXTURE],
-    env: { FIXTURE_PID_FILE: pidFile },
-  };
-}
-
-async function writeConfig(home: string, servers: Record<string, unknown>): Promise<string> {
-  const file = join(home, "mcp.json");
-  await Deno.writeTextFile(file, JSON.stringify({ mcpServers: servers }, null, 2));
-  return file;
-}
-
-function describe(result: RunResult): string {
-  return JSON.stringify({
-    ok: result.ok,
-    isError: result.isError,
-    error: result.error,
-    returnValue: result.returnValue,
-    toolCalls: result.toolCalls,
-    stdout: result.stdout.slice(0, 500),
-    stderr: result.stderr.slice(0, 500),
-  });
-}
-
-function assertReturns(result: RunResult, expected: unknown): void {
-  assertEquals(result.isError, false, describe(result));
-  assertEquals(result.returnValue, expected, describe(result));
-}
-
-function assertFails(result: RunResult, type: string, message: RegExp): void {
-  assertEquals(result.isError, true, describe(result));
-  assertEquals(result.ok, false, describe(result));
-  assertEquals(result.error?.type, type, describe(result));
-  assertMatch(result.error?.message ?? "", message, describe(result));
-}
-
-async function isAlive(pid: number): Promise<boolean> {
-  try {
-    const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
-    // A zombie has exited; only its parent has not collected it yet.
-    return !/^\d+ \(.*\) Z /.test(stat);
-  } catch {
-    return false;
-  }
-}
-
-/** Pids of live processes whose environment has exactly this `NAME=value` entry. */
-async function pidsWithEnv(entry: string): Promise<number[]> {
-  const pids: number[] = [];
-  for await (const dir of Deno.readDir("/proc")) {
-    if (!/^\d+$/.test(dir.name) || Number(dir.name) === Deno.pid) continue;
-    try {
-      const environ = new TextDecoder().decode(await Deno.readFile(`/proc/${dir.name}/environ`));
-      if (environ.split("\0").includes(entry) && await isAlive(Number(dir.name))) {
-        pids.push(Number(dir.name));
-      }
-    } catch {
-      // The process ended while we looked, or is not ours.
-    }
-  }
-  return pids;
-}
-
-/** Closes the server and checks that no sandbox, workspace or upstream process outlives it. */
-async function closeAndCheck(server: ServerHarness, home: string, pids: number[]): Promise<void> {
-  const tempDir = server.tempDir;
-  const leftBehind = async () => ({
-    sandboxes: await sandboxPids(tempDir),
-    processesWithHome: await pidsWithEnv(`HOME=${home}`),
-    fixtures: (await Promise.all(pids.map(async (pid) => await isAlive(pid) ? [pid] : [])))
-      .flat(),
-  });
-  await server.client.close();
-  const clean = await eventually(async () => {
-    const left = await leftBehind();
-    return Object.values(left).every((list) => list.length === 0);
-  }, 10_000);
-  const workspaces = (await leftovers(tempDir)).filter((n) => n.startsWith("code-executor-"));
-  await server.close();
-  assert(clean, `left after shutdown: ${JSON.stringify(await leftBehind())}`);
-  assertEquals(workspaces, [], "sandbox workspaces were left behind");
+  return fixtureServer({ FIXTURE_PID_FILE: pidFile });
 }
 
 /** A server-everything started by the test on a loopback port. */
@@ -143,7 +71,7 @@ async function startLoopbackEverything(
     args: ["run", "-A", EVERYTHING, mode],
     cwd: home,
     clearEnv: true,
-    env: { PATH: Deno.env.get("PATH") ?? "", ...serverEnv(home), PORT: String(port) },
+    env: { ...homeEnv(home), PORT: String(port) },
     stdin: "null",
     stdout: "null",
     stderr: "piped",
@@ -199,21 +127,19 @@ Deno.test("run_typescript calls real upstream MCP servers over stdio, Streamable
     throw error;
   });
   try {
-    const config = await writeConfig(home, {
-      "everything": { command: DENO, args: ["run", "-A", EVERYTHING] },
-      "everything-http": { type: "http", url: http.url },
-      "everything-sse": { type: "sse", url: sse.url },
-      "memory": {
-        command: DENO,
-        args: ["run", "-A", MEMORY],
-        env: { MEMORY_FILE_PATH: memoryFile },
+    const server = await startServer({
+      home,
+      upstream: {
+        "everything": npmServer(EVERYTHING),
+        "everything-http": { type: "http", url: http.url },
+        "everything-sse": { type: "sse", url: sse.url },
+        "memory": npmServer(MEMORY, { env: { MEMORY_FILE_PATH: memoryFile } }),
+        "filesystem": npmServer(FILESYSTEM, { args: [filesDir] }),
+        "my.server-1": fixtureEntry(fixturePid),
+        "victim": fixtureEntry(victimPid),
+        "broken": { command: MISSING_COMMAND, args: ["--stdio"] },
       },
-      "filesystem": { command: DENO, args: ["run", "-A", FILESYSTEM, filesDir] },
-      "my.server-1": fixtureEntry(fixturePid),
-      "victim": fixtureEntry(victimPid),
-      "broken": { command: MISSING_COMMAND, args: ["--stdio"] },
     });
-    const server = await startServer({ args: ["--config", config], env: serverEnv(home) });
     const fixturePids: number[] = [];
     try {
       const changes: number[] = [];
@@ -499,7 +425,7 @@ Deno.test("run_typescript calls real upstream MCP servers over stdio, Streamable
           assertEquals(error.name, "ToolCallError", describe(result));
           assertMatch(error.message, /"victim"/);
           assertMatch(error.message, /broke|closed|disconnected/i);
-          assert(await eventually(async () => !(await isAlive(pid))), "the killed fixture lives");
+          assert(await waitForExit(pid), "the killed fixture lives");
 
           const next = await server.runTs('return await callMCPTool("mcp__victim__pid");');
           assertEquals(next.isError, false, describe(next));
@@ -521,9 +447,7 @@ Deno.test("run_typescript calls real upstream MCP servers over stdio, Streamable
         // A crash between runs, not just before one: the host has reaped the process and has had
         // a moment to see its pipes close. (A call racing the crash may fail; it is not retried,
         // since the pool cannot tell whether the dead server had started on it.)
-        const reaped = await eventually(() =>
-          Deno.stat(`/proc/${pid}`).then(() => false, () => true)
-        );
+        const reaped = await eventually(() => processGone(pid));
         assert(reaped, `the killed fixture ${pid} was not reaped`);
         await new Promise((resolve) => setTimeout(resolve, 250));
         const next = await server.runTs('return await callMCPTool("mcp__victim__pid");');
@@ -534,7 +458,7 @@ Deno.test("run_typescript calls real upstream MCP servers over stdio, Streamable
       });
     } finally {
       await t.step("no sandbox or upstream process outlives the server", async () => {
-        await closeAndCheck(server, home, fixturePids);
+        await closeAndCheck(server, { pids: fixturePids });
       });
     }
   } finally {
@@ -545,14 +469,10 @@ Deno.test("run_typescript calls real upstream MCP servers over stdio, Streamable
 });
 
 Deno.test("run_typescript refuses a tool in the admin's tools.deny even when allowedTools names it", async () => {
-  const home = await Deno.makeTempDir({ prefix: "ce-upstream-home-" });
-  try {
-    const config = await writeConfig(home, {
-      everything: { command: DENO, args: ["run", "-A", EVERYTHING] },
-    });
+  await withTempDir("ce-upstream-home-", async (home) => {
     const server = await startServer({
-      args: ["--config", config],
-      env: serverEnv(home),
+      home,
+      upstream: { everything: npmServer(EVERYTHING) },
       settings: { tools: { deny: ["mcp__everything__echo"] } },
     });
     try {
@@ -590,55 +510,40 @@ Deno.test("run_typescript refuses a tool in the admin's tools.deny even when all
         `search_tools lists a denied tool: ${names}`,
       );
     } finally {
-      await closeAndCheck(server, home, []);
+      await closeAndCheck(server);
     }
-  } finally {
-    await Deno.remove(home, { recursive: true });
-  }
+  });
 });
 
 Deno.test("doctor exits 1, naming the missing command, and reports the good server's tools", async () => {
-  const home = await Deno.makeTempDir({ prefix: "ce-upstream-home-" });
-  try {
+  await withTempDir("ce-upstream-home-", async (home) => {
     const pidFile = join(home, "good.pid");
-    const config = await writeConfig(home, {
+    const config = await writeMcpConfig(home, {
       broken: { command: MISSING_COMMAND },
       good: fixtureEntry(pidFile),
     });
-    const output = await new Deno.Command(DENO, {
-      args: ["run", "-A", "main.ts", "doctor", "--config", config],
+    const run = await runCommand(DENO, ["run", "-A", "main.ts", "doctor", "--config", config], {
       cwd: ROOT,
       clearEnv: true,
-      env: {
-        PATH: Deno.env.get("PATH") ?? "",
-        ...serverEnv(home),
-        TMPDIR: home,
-        NO_COLOR: "1",
-      },
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const stdout = new TextDecoder().decode(output.stdout);
-    const report = `exit ${output.code}\n${stdout}\n${new TextDecoder().decode(output.stderr)}`;
-    assertEquals(output.code, 1, report);
+      env: { ...homeEnv(home), TMPDIR: home },
+    });
+    const report = describeRun(run);
+    assertEquals(run.code, 1, report);
     assertMatch(
-      stdout,
+      run.stdout,
       new RegExp(`^ +broken +\\S+ +stdio +error: .*"${MISSING_COMMAND}".* +- +-$`, "m"),
       report,
     );
     assertMatch(
-      stdout,
+      run.stdout,
       new RegExp(`^ +good +\\S+ +stdio +ok +${FIXTURE_TOOLS} +\\d+ ms$`, "m"),
       report,
     );
     const pid = Number(await Deno.readTextFile(pidFile));
-    assert(await eventually(async () => !(await isAlive(pid))), `doctor left fixture ${pid}`);
+    assert(await waitForExit(pid), `doctor left fixture ${pid}`);
     assertEquals(await pidsWithEnv(`HOME=${home}`), []);
-    assertEquals((await leftovers(home)).filter((n) => n.startsWith("code-executor-")), []);
-  } finally {
-    await Deno.remove(home, { recursive: true });
-  }
+    assertEquals(await sandboxDirs(home), []);
+  });
 });
 
 Deno.test("a Streamable HTTP upstream that restarts is reconnected to with a new session", async () => {
@@ -648,8 +553,10 @@ Deno.test("a Streamable HTTP upstream that restarts is reconnected to with a new
   let http = await startLoopbackEverything("streamableHttp", loopbackHome);
   try {
     const port = Number(new URL(http.url).port);
-    const config = await writeConfig(home, { web: { type: "http", url: http.url } });
-    const server = await startServer({ args: ["--config", config], env: serverEnv(home) });
+    const server = await startServer({
+      home,
+      upstream: { web: { type: "http", url: http.url } },
+    });
     try {
       const echo = (message: string) =>
         server.runTs(`return await callMCPTool("mcp__web__echo", { message: "${message}" });`);
@@ -670,7 +577,7 @@ Deno.test("a Streamable HTTP upstream that restarts is reconnected to with a new
       assert(back, `never reconnected: ${after && describe(after)}`);
       assertEquals(after?.returnValue, "Echo: after");
     } finally {
-      await closeAndCheck(server, home, []);
+      await closeAndCheck(server);
     }
   } finally {
     await http.close();
@@ -679,14 +586,10 @@ Deno.test("a Streamable HTTP upstream that restarts is reconnected to with a new
 });
 
 Deno.test("run_typescript enforces tools.maxCallsPerExecution and tools.callsPerMinutePerServer", async () => {
-  const home = await Deno.makeTempDir({ prefix: "ce-upstream-home-" });
-  try {
-    const config = await writeConfig(home, {
-      everything: { command: DENO, args: ["run", "-A", EVERYTHING] },
-    });
+  await withTempDir("ce-upstream-home-", async (home) => {
     const server = await startServer({
-      args: ["--config", config],
-      env: serverEnv(home),
+      home,
+      upstream: { everything: npmServer(EVERYTHING) },
       settings: { tools: { maxCallsPerExecution: 3, callsPerMinutePerServer: 5 } },
     });
     try {
@@ -704,9 +607,7 @@ Deno.test("run_typescript enforces tools.maxCallsPerExecution and tools.callsPer
       );
       assertEquals(limited.toolCalls.map((c) => c.ok), [true, true, false]);
     } finally {
-      await closeAndCheck(server, home, []);
+      await closeAndCheck(server);
     }
-  } finally {
-    await Deno.remove(home, { recursive: true });
-  }
+  });
 });

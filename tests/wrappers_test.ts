@@ -12,7 +12,21 @@
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { denoDir, ROOT, type ServerHarness, startServer } from "./_helpers.ts";
+import { describeResult, type RunResult } from "./_assert.ts";
+import {
+  type CommandRun,
+  EVERYTHING,
+  FILESYSTEM,
+  fixtureServer,
+  homeEnv,
+  MEMORY,
+  npmServer,
+  ROOT,
+  runCommand,
+  type ServerHarness,
+  startServer,
+  writeMcpConfig,
+} from "./_helpers.ts";
 import {
   assignNames,
   moduleNames,
@@ -26,86 +40,39 @@ import { generateTypescript } from "../src/codegen/typescript.ts";
 import { buildWheel } from "../src/codegen/wheel.ts";
 import { readWheels, wheelModules } from "../src/exec/py_wheels.ts";
 import { docCommentLines, proxyName, stringLiteral } from "../src/upstream/signatures.ts";
-import type { ExecutionResult } from "../src/exec/result.ts";
 
-const DENO = Deno.execPath();
-const EVERYTHING = "npm:@modelcontextprotocol/server-everything@2026.8.31";
-const FILESYSTEM = "npm:@modelcontextprotocol/server-filesystem@2026.8.31";
-const MEMORY = "npm:@modelcontextprotocol/server-memory@2026.8.31";
-const FIXTURE = join(ROOT, "tests", "fixtures", "upstream_fixture.ts");
 const SILENT_LOG = { debug() {}, info() {}, warn() {}, error() {} };
 
-interface Output {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs a command with a cleared environment and a private HOME. */
-async function run(args: string[], home: string, cwd = home): Promise<Output> {
-  const output = await new Deno.Command(DENO, {
-    args,
-    cwd,
-    clearEnv: true,
-    env: {
-      PATH: Deno.env.get("PATH") ?? "",
-      HOME: home,
-      DENO_DIR: denoDir(),
-      XDG_CACHE_HOME: join(home, ".cache"),
-      NO_COLOR: "1",
-    },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const decoder = new TextDecoder();
-  return {
-    code: output.code,
-    stdout: decoder.decode(output.stdout),
-    stderr: decoder.decode(output.stderr),
-  };
+/** Runs `deno` with a cleared environment and a private HOME. */
+function run(args: string[], home: string, cwd = home): Promise<CommandRun> {
+  return runCommand(Deno.execPath(), args, { cwd, clearEnv: true, env: homeEnv(home) });
 }
 
 /** `deno run main.ts wrappers …`, as `deno task wrappers` runs it. */
-async function wrappersCli(home: string, args: string[]): Promise<Output> {
+async function wrappersCli(home: string, args: string[]): Promise<CommandRun> {
   return await run(
     ["run", "-A", "--config", join(ROOT, "deno.json"), join(ROOT, "main.ts"), "wrappers", ...args],
     home,
   );
 }
 
-async function writeConfig(home: string, servers: Record<string, unknown>): Promise<string> {
-  const file = join(home, "mcp.json");
-  await Deno.writeTextFile(file, JSON.stringify({ mcpServers: servers }, null, 2));
-  return file;
-}
-
 function fixtureEntry(tools: unknown[]): Record<string, unknown> {
-  return {
-    command: DENO,
-    args: ["run", "-A", "--config", join(ROOT, "deno.json"), FIXTURE],
-    env: { FIXTURE_EXTRA_TOOLS: JSON.stringify(tools) },
-  };
+  return fixtureServer({ FIXTURE_EXTRA_TOOLS: JSON.stringify(tools) });
 }
 
-function describe(result: ExecutionResult & { isError: boolean }): string {
-  return JSON.stringify({
-    ok: result.ok,
-    error: result.error,
-    returnValue: result.returnValue,
-    stdout: result.stdout.slice(0, 1000),
-    stderr: result.stderr.slice(0, 1000),
+/** A server that lets runs import the wrappers in `out`: Python's wheels, TypeScript's files. */
+function serveWrappers(home: string, config: string, out: string): Promise<ServerHarness> {
+  return startServer({
+    home,
+    sharedCache: true,
+    args: ["--config", config],
+    env: { ALLOWED_PROJECTS: out },
+    settings: { python: { wheelDirs: [join(out, "python")] } },
   });
 }
 
-async function runPython(
-  server: ServerHarness,
-  code: string,
-): Promise<ExecutionResult & { isError: boolean }> {
-  const result = await server.client.callTool({ name: "run_python", arguments: { code } });
-  return {
-    ...(result.structuredContent as unknown as ExecutionResult),
-    isError: result.isError === true,
-  };
+function describe(result: RunResult): string {
+  return describeResult(result, 1000);
 }
 
 async function mtimes(dir: string): Promise<Map<string, number>> {
@@ -220,14 +187,10 @@ Deno.test("wrappers generates checked TypeScript and importable Python for serve
   const files = join(home, "files");
   await Deno.mkdir(files);
   await Deno.writeTextFile(join(files, "hello.txt"), "hello from a file");
-  const config = await writeConfig(home, {
-    everything: { command: DENO, args: ["run", "-A", EVERYTHING] },
-    memory: {
-      command: DENO,
-      args: ["run", "-A", MEMORY],
-      env: { MEMORY_FILE_PATH: join(home, "memory.jsonl") },
-    },
-    filesystem: { command: DENO, args: ["run", "-A", FILESYSTEM, files] },
+  const config = await writeMcpConfig(home, {
+    everything: npmServer(EVERYTHING),
+    memory: npmServer(MEMORY, { env: { MEMORY_FILE_PATH: join(home, "memory.jsonl") } }),
+    filesystem: npmServer(FILESYSTEM, { args: [files] }),
   });
   try {
     await t.step("the command writes one module per server and language", async () => {
@@ -260,11 +223,7 @@ Deno.test("wrappers generates checked TypeScript and importable Python for serve
       assertMatch(memory, /\/\*\* The name of the entity \*\//);
     });
 
-    const server = await startServer({
-      args: ["--config", config],
-      env: { HOME: home, DENO_DIR: denoDir(), ALLOWED_PROJECTS: out },
-      settings: { python: { wheelDirs: [join(out, "python")] } },
-    });
+    const server = await serveWrappers(home, config, out);
     try {
       await t.step(
         "run_typescript code imports the wrappers and calls the real tools",
@@ -309,8 +268,7 @@ Deno.test("wrappers generates checked TypeScript and importable Python for serve
       });
 
       await t.step("run_python code imports the wrappers and calls the real tools", async () => {
-        const result = await runPython(
-          server,
+        const result = await server.runPy(
           [
             "from mcp_wrappers import everything, memory",
             "await memory.create_entities(",
@@ -375,7 +333,7 @@ const FIXTURE_PY = ["add_tool", "fail", "get_thing_v2", "pid", "slow"];
 Deno.test("wrappers keeps hostile tool names and descriptions out of the generated code", async (t) => {
   const home = await Deno.makeTempDir({ prefix: "ce-wrappers-hostile-" });
   const out = join(home, "wrappers");
-  const config = await writeConfig(home, { hostile: fixtureEntry(HOSTILE) });
+  const config = await writeMcpConfig(home, { hostile: fixtureEntry(HOSTILE) });
   const module = join(out, "typescript", "hostile.ts");
   try {
     const output = await wrappersCli(home, ["--config", config, "--out", out]);
@@ -442,11 +400,7 @@ Deno.test("wrappers keeps hostile tool names and descriptions out of the generat
       assertMatch(source, /Ends a comment \*\\\/ console\.log\("pwned"\); \/\*/);
     });
 
-    const server = await startServer({
-      args: ["--config", config],
-      env: { HOME: home, DENO_DIR: denoDir(), ALLOWED_PROJECTS: out },
-      settings: { python: { wheelDirs: [join(out, "python")] } },
-    });
+    const server = await serveWrappers(home, config, out);
     try {
       await t.step("run_typescript calls the hostile tools through the wrappers", async () => {
         const result = await server.runTs(
@@ -468,8 +422,7 @@ Deno.test("wrappers keeps hostile tool names and descriptions out of the generat
       });
 
       await t.step("run_python imports the module, with every docstring verbatim", async () => {
-        const result = await runPython(
-          server,
+        const result = await server.runPy(
           [
             "import json",
             "from mcp_wrappers import hostile",
@@ -542,7 +495,7 @@ Deno.test("wrappers rewrites only the servers whose schemas changed", async () =
   const beta = (description: string) =>
     fixtureEntry([{ name: "beta-tool", description, properties: { q: "Query" } }]);
   try {
-    let config = await writeConfig(home, { alpha, beta: beta("Beta, first version") });
+    let config = await writeMcpConfig(home, { alpha, beta: beta("Beta, first version") });
     const first = await wrappersCli(home, ["--config", config, "--out", out]);
     assertEquals(first.code, 0, first.stdout + first.stderr);
     assertMatch(first.stdout, /7 files written, 0 unchanged/);
@@ -562,7 +515,7 @@ Deno.test("wrappers rewrites only the servers whose schemas changed", async () =
       join(out, "python", "mcp_wrappers_beta-0.0.0-py3-none-any.whl"),
     ];
     const oldBeta = await Promise.all(betaFiles.map((file) => Deno.readFile(file)));
-    config = await writeConfig(home, { alpha, beta: beta("Beta, second version") });
+    config = await writeMcpConfig(home, { alpha, beta: beta("Beta, second version") });
     const third = await wrappersCli(home, ["--config", config, "--out", out]);
     assertEquals(third.code, 0, third.stdout + third.stderr);
     assertMatch(third.stdout, /alpha\s+alpha\s+\d+ tools\s+unchanged/);
@@ -584,7 +537,7 @@ Deno.test("wrappers rewrites only the servers whose schemas changed", async () =
         manifest.servers.beta.hash,
     );
 
-    config = await writeConfig(home, { alpha });
+    config = await writeMcpConfig(home, { alpha });
     const fourth = await wrappersCli(home, ["--config", config, "--out", out]);
     assertEquals(fourth.code, 0, fourth.stdout + fourth.stderr);
     assertMatch(fourth.stdout, /beta\s+beta\s+-\s+removed/);
@@ -594,7 +547,9 @@ Deno.test("wrappers rewrites only the servers whose schemas changed", async () =
 
     // A server that cannot be reached keeps its earlier files, and the run reports it.
     const kept = await mtimes(out);
-    config = await writeConfig(home, { alpha: { command: "/nonexistent/ce-missing-mcp-server" } });
+    config = await writeMcpConfig(home, {
+      alpha: { command: "/nonexistent/ce-missing-mcp-server" },
+    });
     const fifth = await wrappersCli(home, ["--config", config, "--out", out]);
     assertEquals(fifth.code, 1, fifth.stdout + fifth.stderr);
     assertMatch(fifth.stdout, /alpha\s+alpha\s+-\s+failed: /);
