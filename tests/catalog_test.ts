@@ -4,7 +4,7 @@ import { EVERYTHING } from "./_helpers.ts";
 import { type CatalogEntry, ToolCatalog } from "../src/upstream/catalog.ts";
 import { UpstreamPool } from "../src/upstream/pool.ts";
 import { createLogger } from "../src/log.ts";
-import type { UpstreamServerConfig } from "../src/config/upstream.ts";
+import type { UpstreamServerConfig } from "../src/config/server_entry.ts";
 
 const log = createLogger("error");
 

@@ -2,12 +2,14 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import {
-  type DiscoverOptions,
-  discoverUpstreams,
   expandVars,
-  type UpstreamConfig,
   UpstreamConfigError,
   type UpstreamServerConfig,
+} from "../src/config/server_entry.ts";
+import {
+  type DiscoverOptions,
+  discoverUpstreams,
+  type UpstreamConfig,
 } from "../src/config/upstream.ts";
 
 interface Dirs {

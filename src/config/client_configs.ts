@@ -2,8 +2,9 @@
  * The MCP clients `setup` knows: where each keeps its servers, what is in those files, how to
  * start Code Executor from them, and which servers can move behind Code Executor.
  *
- * Parsing and classifying entries is {@linkcode readServerSections} and
- * {@linkcode classifyServerEntry} of `upstream.ts`, the same code `serve` discovers servers with.
+ * Parsing and classifying entries is {@linkcode readServerSections} of `upstream.ts` and
+ * {@linkcode classifyServerEntry} of `server_entry.ts`, the same code `serve` discovers servers
+ * with.
  *
  * @module
  */
@@ -23,12 +24,8 @@ import {
   vscodeUserConfigPath,
   windsurfConfigPath,
 } from "./paths.ts";
-import {
-  classifyServerEntry,
-  readServerSections,
-  serversKeyOf,
-  UpstreamConfigError,
-} from "./upstream.ts";
+import { classifyServerEntry, UpstreamConfigError } from "./server_entry.ts";
+import { readServerSections, serversKeyOf } from "./upstream.ts";
 
 /**
  * A client config `setup` can write the `code-executor` entry into. `cursor` is Cursor's

@@ -18,7 +18,7 @@ import {
 } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { dieWithParent } from "../parent_death.ts";
-import type { UpstreamServerConfig } from "../config/upstream.ts";
+import type { UpstreamServerConfig } from "../config/server_entry.ts";
 import type { Logger } from "../log.ts";
 import { SERVER_VERSION } from "../version.ts";
 
