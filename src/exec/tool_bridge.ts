@@ -10,7 +10,7 @@ import type { Settings } from "../config/settings.ts";
 import type { ToolPolicy } from "../policy/tool_policy.ts";
 import type { ClientSession } from "../sampling/session.ts";
 import type { Hub } from "../upstream/hub.ts";
-import { UpstreamMessageTooLarge } from "../upstream/pool.ts";
+import { UpstreamMessageTooLarge } from "../upstream/message_lines.ts";
 import { toolSignature } from "../upstream/signatures.ts";
 import type { ToolCallRecord } from "./result.ts";
 import { CodeExecutorError } from "../errors.ts";

@@ -1,14 +1,13 @@
 /**
  * MCP clients to every configured upstream server: connected lazily and in parallel, with
  * per-call timeouts, reconnection with backoff after a crash, and isolation so that one broken
- * server never blocks the others.
+ * server never blocks the others. A stdio server's output is read by `message_lines.ts`, and it
+ * starts with the environment of `curated_env.ts`.
  *
  * @module
  */
 import {
   Client,
-  deserializeMessage,
-  type JSONRPCMessage,
   ProtocolError,
   SdkError,
   SdkErrorCode,
@@ -21,6 +20,8 @@ import { dieWithParent } from "../parent_death.ts";
 import type { UpstreamServerConfig } from "../config/server_entry.ts";
 import type { Logger } from "../log.ts";
 import { SERVER_VERSION } from "../version.ts";
+import { curatedEnv } from "./curated_env.ts";
+import { MessageLines, UpstreamMessageTooLarge } from "./message_lines.ts";
 
 /** A tool as listed by an upstream server. */
 export interface UpstreamTool {
@@ -73,129 +74,6 @@ export interface UpstreamPoolOptions {
    * {@linkcode UpstreamMessageTooLarge}. Default 11 MiB.
    */
   maxMessageBytes?: number;
-}
-
-/** A stdio server sent a message larger than the pool reads; its connection was dropped. */
-export class UpstreamMessageTooLarge extends Error {
-  /**
-   * @param server The server name.
-   * @param limit The size that was passed, in bytes.
-   */
-  constructor(readonly server: string, readonly limit: number) {
-    super(`"${server}" sent a message larger than ${limit} bytes`);
-    this.name = "UpstreamMessageTooLarge";
-  }
-}
-
-/**
- * Splits a stdio server's output into messages, in place of the SDK's ReadBuffer: that one
- * copies and rescans everything buffered on every chunk, which holds the host's event loop for
- * seconds on a message of a few MB (quadratic), and it has a fixed 10 MiB cap.
- */
-class MessageLines {
-  #lines: Uint8Array[] = [];
-  #pending: Uint8Array[] = [];
-  #pendingBytes = 0;
-  #decoder = new TextDecoder();
-
-  constructor(readonly server: string, readonly maxBytes: number) {}
-
-  append(chunk: Uint8Array): void {
-    let start = 0;
-    while (true) {
-      const newline = chunk.indexOf(10, start);
-      const end = newline < 0 ? chunk.length : newline;
-      if (this.#pendingBytes + end - start > this.maxBytes) {
-        this.clear();
-        throw new UpstreamMessageTooLarge(this.server, this.maxBytes);
-      }
-      if (end > start) {
-        this.#pending.push(chunk.subarray(start, end));
-        this.#pendingBytes += end - start;
-      }
-      if (newline < 0) return;
-      const line = new Uint8Array(this.#pendingBytes);
-      let offset = 0;
-      for (const piece of this.#pending) {
-        line.set(piece, offset);
-        offset += piece.length;
-      }
-      this.#lines.push(line);
-      this.#pending = [];
-      this.#pendingBytes = 0;
-      start = newline + 1;
-    }
-  }
-
-  readMessage(): JSONRPCMessage | null {
-    while (this.#lines.length > 0) {
-      const text = this.#decoder.decode(this.#lines.shift()).replace(/\r$/, "");
-      try {
-        return deserializeMessage(text);
-      } catch (error) {
-        // Like the SDK: a line that is not JSON is skipped; one that is not JSON-RPC is reported.
-        if (error instanceof SyntaxError) continue;
-        throw error;
-      }
-    }
-    return null;
-  }
-
-  clear(): void {
-    this.#lines = [];
-    this.#pending = [];
-    this.#pendingBytes = 0;
-  }
-}
-
-/** Environment variables passed through to stdio servers; nothing else of the host's is. */
-const PASSED_ENV = [
-  "PATH",
-  "HOME",
-  "USER",
-  "LOGNAME",
-  "SHELL",
-  "TERM",
-  "LANG",
-  "LANGUAGE",
-  "TZ",
-  "TMPDIR",
-  "TEMP",
-  "TMP",
-  "XDG_RUNTIME_DIR",
-  "XDG_CONFIG_HOME",
-  "XDG_CACHE_HOME",
-  "XDG_DATA_HOME",
-  "DENO_DIR",
-  "NODE_EXTRA_CA_CERTS",
-  "SSL_CERT_FILE",
-  "SYSTEMROOT",
-  "SYSTEMDRIVE",
-  "WINDIR",
-  "COMSPEC",
-  "PATHEXT",
-  "APPDATA",
-  "LOCALAPPDATA",
-  "USERPROFILE",
-  "PROGRAMFILES",
-];
-
-/**
- * Builds the environment of a stdio server: the curated host variables plus its own `env`.
- *
- * @param hostEnv The host's environment.
- * @param own The server's configured `env`.
- * @returns The child's whole environment.
- */
-export function curatedEnv(
-  hostEnv: Record<string, string>,
-  own: Record<string, string> = {},
-): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [key, value] of Object.entries(hostEnv)) {
-    if (PASSED_ENV.includes(key) || key.startsWith("LC_")) env[key] = value;
-  }
-  return { ...env, ...own };
 }
 
 type ResolvedPoolOptions = UpstreamPoolOptions & {
