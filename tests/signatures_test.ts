@@ -1,8 +1,8 @@
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
+import { schemaToType } from "../src/upstream/schema_to_type.ts";
 import {
   fullToolName,
   proxyName,
-  schemaToType,
   type ToolInfo,
   toolSignature,
 } from "../src/upstream/signatures.ts";

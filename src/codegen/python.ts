@@ -10,7 +10,8 @@
  *
  * @module
  */
-import { fullToolName, resolvePointer } from "../upstream/signatures.ts";
+import { resolvePointer } from "../upstream/schema_to_type.ts";
+import { fullToolName } from "../upstream/signatures.ts";
 import {
   assignNames,
   isPythonIdentifier,

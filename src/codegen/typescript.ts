@@ -9,14 +9,9 @@
  *
  * @module
  */
-import {
-  argsAreOptional,
-  docCommentLines,
-  fullToolName,
-  schemaToType,
-  stringLiteral,
-  type ToolInfo,
-} from "../upstream/signatures.ts";
+import { schemaToType } from "../upstream/schema_to_type.ts";
+import { argsAreOptional, fullToolName, type ToolInfo } from "../upstream/signatures.ts";
+import { docCommentLines, stringLiteral } from "../upstream/untrusted_text.ts";
 import { typescriptFunctionNames } from "./names.ts";
 
 /** A tool as the generators take it: an upstream tool without its server. */

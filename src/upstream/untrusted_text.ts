@@ -1,0 +1,116 @@
+/**
+ * Untrusted text made safe to paste into generated TypeScript. Server names, tool names and
+ * descriptions come from upstream servers: each function here keeps such text inside the string
+ * literal or comment it is put in, on the lines it is meant for, and bounded in length. Tool
+ * signatures (`signatures.ts`, `schema_to_type.ts`) and the typed wrappers (`src/codegen/`) put
+ * upstream text into code only through these.
+ *
+ * @module
+ */
+
+const MAX_DESCRIPTION = 300;
+
+/** Makes untrusted text safe inside a one-line `/** … *\/` comment. */
+function sanitizeDoc(text: string): string {
+  // Control characters (newlines included) and bidi overrides become spaces, then \s (which also
+  // covers U+2028 and U+2029) collapses, so the comment stays on one line and reads as written.
+  let doc = text.replace(/[\p{Cc}\u202A-\u202E\u2066-\u2069]/gu, " ").replace(/\s+/g, " ").trim();
+  const chars = Array.from(doc);
+  if (chars.length > MAX_DESCRIPTION) {
+    doc = chars.slice(0, MAX_DESCRIPTION - 1).join("").trimEnd() + "…";
+  }
+  return doc.replaceAll("*/", "*\\/");
+}
+
+/**
+ * Returns text for a `//` comment: verbatim, unless it holds a character that could end the
+ * line or hide in it (a control character or a line or paragraph separator); then the whole
+ * text is a quoted string, so that a full tool name stays readable and cannot start a new line
+ * of code.
+ *
+ * @param text A name, untrusted.
+ * @returns The text, or its string literal.
+ */
+export function lineCommentText(text: string): string {
+  return /[\p{Cc}\p{Zl}\p{Zp}]/u.test(text) ? quote(text) : text;
+}
+
+/** A JSON string literal that is also a one-line TypeScript string literal. */
+function quote(text: string): string {
+  return JSON.stringify(text).replaceAll("\u2028", "\\u2028").replaceAll("\u2029", "\\u2029");
+}
+
+/**
+ * Returns a TypeScript string literal whose value is exactly `text`: a JSON string with the line
+ * separators U+2028 and U+2029 escaped as well, so it stays on one line. Lone surrogates are kept
+ * as `\\uXXXX` escapes.
+ *
+ * @param text Any text, untrusted.
+ * @returns A double-quoted literal, safe to paste into generated code.
+ *
+ * @example
+ * ```ts
+ * stringLiteral('say "hi"\n'); // '"say \\"hi\\"\\n"'
+ * ```
+ */
+export function stringLiteral(text: string): string {
+  return quote(String(text));
+}
+
+/** Options of {@linkcode docCommentLines}. */
+export interface DocCommentLinesOptions {
+  /** Characters kept before the text is cut with `…`. Default 4000. */
+  maxChars?: number;
+  /** Lines kept before the text is cut with `…`. Default 60. */
+  maxLines?: number;
+}
+
+/**
+ * Splits untrusted text into lines that are safe inside a multi-line `/** … *\/` comment: every
+ * line break (CR, LF, U+2028, U+2029) ends a line, other control characters and bidi overrides
+ * become spaces, `*\/` cannot close the comment, and the text is bounded. Blank lines at either
+ * end are dropped; an empty text gives no lines.
+ *
+ * @param text The description, verbatim.
+ * @param options Bounds.
+ * @returns The lines, without the ` * ` prefix.
+ *
+ * @example
+ * ```ts
+ * docCommentLines("Reads *\/ a file\nSecond line"); // ["Reads *\\/ a file", "Second line"]
+ * ```
+ */
+export function docCommentLines(text: string, options: DocCommentLinesOptions = {}): string[] {
+  const maxChars = options.maxChars ?? 4000;
+  const maxLines = options.maxLines ?? 60;
+  let chars = Array.from(String(text));
+  let cut = false;
+  if (chars.length > maxChars) {
+    chars = chars.slice(0, maxChars);
+    cut = true;
+  }
+  let lines = chars.join("").split(/\r\n|[\r\n\u2028\u2029]/).map((line) =>
+    line.replace(/[\p{Cc}\u202A-\u202E\u2066-\u2069]/gu, " ").trimEnd()
+  );
+  while (lines.length > 0 && lines[0].trim() === "") lines.shift();
+  while (lines.length > 0 && lines.at(-1)!.trim() === "") lines.pop();
+  if (lines.length > maxLines) {
+    lines = lines.slice(0, maxLines);
+    cut = true;
+  }
+  if (cut && lines.length > 0) lines[lines.length - 1] += "…";
+  // "*" and "/" can also meet across the cut or an escaped pair; escaping every "*/" after the
+  // lines are final leaves no way to end the comment.
+  return lines.map((line) => line.replaceAll("*/", "*\\/"));
+}
+
+/**
+ * Makes untrusted text safe and short for a one-line `/** … *\/` comment (at most 300
+ * characters): the form tool signatures use for descriptions.
+ *
+ * @param text The description, verbatim.
+ * @returns One line, possibly empty.
+ */
+export function oneLineDoc(text: string): string {
+  return sanitizeDoc(String(text));
+}
