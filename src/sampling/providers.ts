@@ -1,26 +1,26 @@
 /**
  * The fallback for sampling when the MCP client cannot: a provider API over HTTPS, with plain
- * `fetch` and no provider SDK. Three wire formats cover most of the market:
+ * `fetch` and no provider SDK. Three wire formats cover most of the market (`anthropic`,
+ * `openai`, `gemini`; `wire_formats.ts` speaks them). The `openai` base URL is configurable, so
+ * it also reaches Grok (`https://api.x.ai/v1`), Perplexity (`https://api.perplexity.ai`), and
+ * local servers such as Ollama (`http://localhost:11434/v1`) and vLLM
+ * (`http://localhost:8000/v1`).
  *
- * - `anthropic`: the Anthropic Messages API.
- * - `openai`: OpenAI-compatible chat completions. The base URL is configurable, so this also
- *   reaches Grok (`https://api.x.ai/v1`), Perplexity (`https://api.perplexity.ai`), and local
- *   servers such as Ollama (`http://localhost:11434/v1`) and vLLM (`http://localhost:8000/v1`).
- * - `gemini`: the Gemini API's `generateContent`.
- *
- * API keys come from environment variables only; the config names the variable, never the key.
+ * This module checks the admin's config, picks the model and the key, and sends each request
+ * through `retry.ts`. API keys come from environment variables only; the config names the
+ * variable, never the key.
  *
  * @module
  */
 import { postJsonWithRetry } from "./retry.ts";
-import type { SamplingBackend, SamplingRequest, SamplingResponse } from "./types.ts";
+import type { SamplingBackend, SamplingResponse } from "./types.ts";
 import { CodeExecutorError } from "../errors.ts";
-
-/** The provider APIs a {@linkcode ProviderConfig} can name. */
-export type ProviderName = "anthropic" | "openai" | "gemini";
-
-/** The provider names, for settings schemas and messages. */
-export const PROVIDER_NAMES: readonly ProviderName[] = ["anthropic", "openai", "gemini"];
+import {
+  buildWireCall,
+  parseWireAnswer,
+  PROVIDER_NAMES,
+  type ProviderName,
+} from "./wire_formats.ts";
 
 /**
  * The admin's settings for one provider API. Plain data, so that it can be a section of the
@@ -96,12 +96,6 @@ export interface ProviderBackendOptions {
   settingsPath?: string;
 }
 
-interface WireCall {
-  url: string;
-  headers: Record<string, string>;
-  body: unknown;
-}
-
 interface KeySource {
   /** The key, or undefined when none is sent. */
   key?: string;
@@ -151,7 +145,13 @@ export function createProviderBackend(
         );
       }
       const source = keyOf(checked, env);
-      const call = buildCall(checked, source.key, model, request);
+      const call = buildWireCall(request, {
+        provider: checked.provider,
+        baseUrl: checked.baseUrl,
+        model,
+        key: source.key,
+        maxTokensField: checked.maxTokensField,
+      });
       const raw = await postJsonWithRetry(call.url, {
         headers: call.headers,
         body: call.body,
@@ -165,7 +165,7 @@ export function createProviderBackend(
         fetch: doFetch,
       });
       try {
-        return parseResponse(checked.provider, raw, model, request);
+        return parseWireAnswer(raw, { provider: checked.provider, model, request });
       } catch (error) {
         if (error instanceof CodeExecutorError) throw error;
         throw new CodeExecutorError(
@@ -321,177 +321,4 @@ function keyOf(config: CheckedConfig, env: (name: string) => string | undefined)
       config.keyEnvs.join(" or ")
     } for the server (keys are read from the environment only)`,
   );
-}
-
-function buildCall(
-  config: CheckedConfig,
-  key: string | undefined,
-  model: string,
-  request: SamplingRequest,
-): WireCall {
-  const json = { "content-type": "application/json" };
-  switch (config.provider) {
-    case "anthropic":
-      return {
-        url: `${config.baseUrl}/v1/messages`,
-        headers: { ...json, "x-api-key": key ?? "", "anthropic-version": "2023-06-01" },
-        body: {
-          model,
-          max_tokens: request.maxTokens,
-          ...(request.systemPrompt ? { system: request.systemPrompt } : {}),
-          messages: request.messages.map(({ role, content }) => ({ role, content })),
-        },
-      };
-    case "openai":
-      return {
-        url: `${config.baseUrl}/chat/completions`,
-        headers: key ? { ...json, authorization: `Bearer ${key}` } : json,
-        body: {
-          model,
-          [config.maxTokensField]: request.maxTokens,
-          messages: [
-            ...(request.systemPrompt ? [{ role: "system", content: request.systemPrompt }] : []),
-            ...request.messages.map(({ role, content }) => ({ role, content })),
-          ],
-        },
-      };
-    case "gemini":
-      return {
-        url: `${config.baseUrl}/v1beta/models/${encodeURIComponent(model)}:generateContent`,
-        headers: { ...json, "x-goog-api-key": key ?? "" },
-        body: {
-          contents: request.messages.map(({ role, content }) => ({
-            role: role === "assistant" ? "model" : "user",
-            parts: [{ text: content }],
-          })),
-          ...(request.systemPrompt
-            ? { systemInstruction: { parts: [{ text: request.systemPrompt }] } }
-            : {}),
-          generationConfig: { maxOutputTokens: request.maxTokens },
-        },
-      };
-  }
-}
-
-const STOP_REASONS: Record<string, string> = {
-  // Anthropic
-  end_turn: "endTurn",
-  max_tokens: "maxTokens",
-  stop_sequence: "stopSequence",
-  // OpenAI-compatible
-  stop: "endTurn",
-  length: "maxTokens",
-  // Gemini
-  STOP: "endTurn",
-  MAX_TOKENS: "maxTokens",
-};
-
-function stopReasonOf(raw: unknown): string {
-  if (typeof raw !== "string" || raw === "") return "unknown";
-  return Object.hasOwn(STOP_REASONS, raw) ? STOP_REASONS[raw] : raw;
-}
-
-type Json = Record<string, unknown>;
-
-function object(value: unknown, what: string): Json {
-  if (value && typeof value === "object" && !Array.isArray(value)) return value as Json;
-  throw new TypeError(`the answer has no ${what}`);
-}
-
-function count(value: unknown): number | undefined {
-  return typeof value === "number" && Number.isFinite(value) && value >= 0 ? value : undefined;
-}
-
-/** About four characters per token: used only when the provider reports no usage. */
-function estimateTokens(text: string): number {
-  return Math.ceil(text.length / 4);
-}
-
-function parseResponse(
-  provider: ProviderName,
-  raw: unknown,
-  model: string,
-  request: SamplingRequest,
-): SamplingResponse {
-  const body = object(raw, "JSON object");
-  let text: string;
-  let stopReason: string;
-  let answeredBy: unknown;
-  let input: number | undefined;
-  let output: number | undefined;
-  switch (provider) {
-    case "anthropic": {
-      if (!Array.isArray(body.content)) throw new TypeError("the answer has no content array");
-      text = body.content
-        .filter((block): block is Json => object(block, "content block").type === "text")
-        .map((block) => String(block.text ?? ""))
-        .join("");
-      stopReason = stopReasonOf(body.stop_reason);
-      answeredBy = body.model;
-      const usage = body.usage as Json | undefined;
-      input = count(usage?.input_tokens);
-      output = count(usage?.output_tokens);
-      break;
-    }
-    case "openai": {
-      const choices = body.choices;
-      if (!Array.isArray(choices) || choices.length === 0) {
-        throw new TypeError("the answer has no choices");
-      }
-      const choice = object(choices[0], "choice");
-      const message = object(choice.message, "message in its first choice");
-      const content = message.content ?? message.refusal ?? "";
-      text = typeof content === "string" ? content : JSON.stringify(content);
-      stopReason = stopReasonOf(choice.finish_reason);
-      answeredBy = body.model;
-      const usage = body.usage as Json | undefined;
-      input = count(usage?.prompt_tokens);
-      output = count(usage?.completion_tokens);
-      break;
-    }
-    case "gemini": {
-      const candidates = body.candidates;
-      if (!Array.isArray(candidates) || candidates.length === 0) {
-        const feedback = body.promptFeedback as Json | undefined;
-        if (feedback?.blockReason) {
-          throw new CodeExecutorError(
-            "SamplingProviderError",
-            `Sampling request to gemini was refused: Gemini blocked the prompt (${
-              String(feedback.blockReason).slice(0, 100)
-            }); change the prompt`,
-          );
-        }
-        throw new TypeError("the answer has no candidates");
-      }
-      const candidate = object(candidates[0], "candidate");
-      const parts = (candidate.content as Json | undefined)?.parts;
-      text = Array.isArray(parts)
-        ? parts
-          .map((part) => object(part, "content part"))
-          .filter((part) => typeof part.text === "string" && part.thought !== true)
-          .map((part) => part.text as string)
-          .join("")
-        : "";
-      stopReason = stopReasonOf(candidate.finishReason);
-      answeredBy = body.modelVersion;
-      const usage = body.usageMetadata as Json | undefined;
-      input = count(usage?.promptTokenCount);
-      // Thinking tokens are billed as output but reported apart; the budgets must see them.
-      const answer = count(usage?.candidatesTokenCount);
-      output = answer === undefined ? undefined : answer + (count(usage?.thoughtsTokenCount) ?? 0);
-      break;
-    }
-  }
-  return {
-    text,
-    model: typeof answeredBy === "string" && answeredBy ? answeredBy : model,
-    stopReason,
-    usage: {
-      inputTokens: input ??
-        estimateTokens(
-          (request.systemPrompt ?? "") + request.messages.map((m) => m.content).join(""),
-        ),
-      outputTokens: output ?? estimateTokens(text),
-    },
-  };
 }
