@@ -11,12 +11,11 @@
  *
  * A server whose schemas and files match the manifest is not regenerated, and a file whose bytes
  * would not change is not written, so its mtime stays. Every write is atomic (a temporary file in
- * the same directory, then a rename).
+ * the same directory, then a rename). The manifest and the writes are `wrappers_output.ts`.
  *
  * @module
  */
-import { randomUUID } from "node:crypto";
-import { basename, dirname, join, resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { moduleNames } from "../codegen/names.ts";
@@ -30,10 +29,19 @@ import { createLogger, type Logger } from "../log.ts";
 import { type Hub, openHub } from "../upstream/hub.ts";
 import { SERVER_VERSION } from "../version.ts";
 import { canonicalJson, sha256Hex } from "../_util.ts";
+import {
+  filesMatch,
+  type Manifest,
+  MANIFEST_VERSION,
+  type ManifestEntry,
+  readManifest,
+  removeFile,
+  writeIfChanged,
+  writeManifest,
+} from "./wrappers_output.ts";
 
 /** Bumped whenever the generators' output changes, so that every server is regenerated. */
 const FORMAT = 1;
-const MANIFEST_VERSION = 1;
 const WHEEL_VERSION = "0.0.0";
 
 /** Options of {@linkcode generateWrappers}. */
@@ -80,21 +88,6 @@ export interface GenerateWrappersResult {
   removed: string[];
   /** Each server in scope, sorted by name. */
   servers: ServerWrappers[];
-}
-
-/** A server's entry in `manifest.json`. */
-interface ManifestEntry {
-  module: string;
-  hash: string;
-  tools: number;
-  /** Path relative to the output directory → sha256 hex of its bytes. */
-  files: Record<string, string>;
-}
-
-interface Manifest {
-  version: number;
-  generator: string;
-  servers: Record<string, ManifestEntry>;
 }
 
 /**
@@ -176,36 +169,7 @@ export async function generateWrappers(
     }
     const module = modules.get(name)!;
     const tools = canonicalTools(outcome.value);
-    const hash = sha256Hex(canonicalJson({ format: FORMAT, server: name, module, tools }));
-    let entry: ManifestEntry;
-    let changed: boolean;
-    if (
-      before && before.hash === hash && before.module === module && await filesMatch(out, before)
-    ) {
-      entry = before;
-      changed = false;
-      result.unchanged.push(...Object.keys(before.files).map((file) => join(out, file)));
-    } else {
-      const files = renderServer(name, module, tools, hash);
-      entry = { module, hash, tools: tools.length, files: {} };
-      changed = false;
-      for (const [file, bytes] of files) {
-        entry.files[file] = sha256Hex(bytes);
-        const path = join(out, file);
-        if (await writeIfChanged(path, bytes)) {
-          result.written.push(path);
-          changed = true;
-        } else {
-          result.unchanged.push(path);
-        }
-      }
-      // Files of an earlier module name (the server was renamed around a collision).
-      for (const file of Object.keys(before?.files ?? {})) {
-        if (entry.files[file] === undefined && await removeFile(join(out, file))) {
-          result.removed.push(join(out, file));
-        }
-      }
-    }
+    const { entry, changed } = await updateServer(name, tools, { out, module, before, result });
     manifest.servers[name] = entry;
     result.servers.push({
       name,
@@ -230,15 +194,58 @@ export async function generateWrappers(
     log.info(`${name}: no longer configured, its wrappers were removed`);
   }
 
-  manifest.servers = Object.fromEntries(
-    Object.entries(manifest.servers).sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0),
-  );
   const manifestPath = join(out, "manifest.json");
-  const manifestBytes = new TextEncoder().encode(JSON.stringify(manifest, null, 2) + "\n");
-  if (await writeIfChanged(manifestPath, manifestBytes)) result.written.push(manifestPath);
+  if (await writeManifest(manifestPath, manifest)) result.written.push(manifestPath);
   else result.unchanged.push(manifestPath);
   result.servers.sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
   return result;
+}
+
+/** What became of one listed server's files. */
+interface ServerUpdate {
+  /** Its manifest entry now. */
+  entry: ManifestEntry;
+  /** Whether any of its files was written. */
+  changed: boolean;
+}
+
+/**
+ * Brings one listed server's files up to date, recording each file in `result`: nothing is
+ * written when its schemas, module name and files match its manifest entry; otherwise its files
+ * are rendered, the changed ones written, and those of an earlier module name removed.
+ */
+async function updateServer(
+  name: string,
+  tools: WrapperTool[],
+  context: { out: string; module: string; before?: ManifestEntry; result: GenerateWrappersResult },
+): Promise<ServerUpdate> {
+  const { out, module, before, result } = context;
+  const hash = sha256Hex(canonicalJson({ format: FORMAT, server: name, module, tools }));
+  if (
+    before && before.hash === hash && before.module === module && await filesMatch(out, before)
+  ) {
+    result.unchanged.push(...Object.keys(before.files).map((file) => join(out, file)));
+    return { entry: before, changed: false };
+  }
+  const entry: ManifestEntry = { module, hash, tools: tools.length, files: {} };
+  let changed = false;
+  for (const [file, bytes] of renderServer(name, module, tools, hash)) {
+    entry.files[file] = sha256Hex(bytes);
+    const path = join(out, file);
+    if (await writeIfChanged(path, bytes)) {
+      result.written.push(path);
+      changed = true;
+    } else {
+      result.unchanged.push(path);
+    }
+  }
+  // Files of an earlier module name (the server was renamed around a collision).
+  for (const file of Object.keys(before?.files ?? {})) {
+    if (entry.files[file] === undefined && await removeFile(join(out, file))) {
+      result.removed.push(join(out, file));
+    }
+  }
+  return { entry, changed };
 }
 
 /** The files of one server: path relative to the output directory → bytes. */
@@ -273,84 +280,6 @@ function canonicalTools(tools: WrapperTool[]): WrapperTool[] {
     inputSchema: tool.inputSchema,
     ...(tool.outputSchema !== undefined ? { outputSchema: tool.outputSchema } : {}),
   })).sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
-}
-
-async function readManifest(path: string, log: Logger): Promise<Manifest | undefined> {
-  let text: string;
-  try {
-    text = await Deno.readTextFile(path);
-  } catch {
-    return undefined;
-  }
-  try {
-    const raw = JSON.parse(text);
-    if (raw?.version !== MANIFEST_VERSION || typeof raw.servers !== "object" || !raw.servers) {
-      return undefined;
-    }
-    const servers: Record<string, ManifestEntry> = {};
-    for (const [name, entry] of Object.entries(raw.servers as Record<string, ManifestEntry>)) {
-      const valid = typeof entry?.module === "string" && /^[a-z_][a-z0-9_]*$/.test(entry.module) &&
-        typeof entry.hash === "string" && typeof entry.files === "object" && entry.files !== null &&
-        Object.keys(entry.files).every(isOwnFile);
-      if (valid) servers[name] = entry;
-    }
-    return { ...raw, servers };
-  } catch (error) {
-    log.warn(`Ignoring ${path}: ${(error as Error).message}; every server is regenerated`);
-    return undefined;
-  }
-}
-
-/** A manifest path the generator could have written: never one outside the output directory. */
-function isOwnFile(file: string): boolean {
-  return /^(typescript\/[a-z0-9_]+\.ts|python\/[a-z0-9_]+\/[a-z0-9_]+\.py|python\/[a-z0-9_]+-[0-9.]+-py3-none-any\.whl)$/
-    .test(file);
-}
-
-async function filesMatch(out: string, entry: ManifestEntry): Promise<boolean> {
-  for (const [file, hash] of Object.entries(entry.files)) {
-    try {
-      if (sha256Hex(await Deno.readFile(join(out, file))) !== hash) return false;
-    } catch {
-      return false;
-    }
-  }
-  return true;
-}
-
-/**
- * Writes a file atomically unless it already holds exactly these bytes.
- *
- * @returns Whether the file was written.
- */
-async function writeIfChanged(path: string, bytes: Uint8Array): Promise<boolean> {
-  try {
-    const current = await Deno.readFile(path);
-    if (current.length === bytes.length && current.every((byte, i) => byte === bytes[i])) {
-      return false;
-    }
-  } catch {
-    // Missing or unreadable: write it.
-  }
-  await Deno.mkdir(dirname(path), { recursive: true });
-  const temp = join(dirname(path), `.${basename(path)}.${Deno.pid}.${randomUUID()}.tmp`);
-  try {
-    await Deno.writeFile(temp, bytes);
-    await Deno.rename(temp, path);
-  } catch (error) {
-    await Deno.remove(temp).catch(() => {});
-    throw new Error(`Cannot write ${path}: ${(error as Error).message}`);
-  }
-  return true;
-}
-
-async function removeFile(path: string): Promise<boolean> {
-  try {
-    await Deno.remove(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Options of {@linkcode wrappers}. */
