@@ -197,6 +197,8 @@ export class CodeExecutorError extends Error {
   readonly type: ErrorType;
 
   /**
+   * Creates an error of one of the closed set of types.
+   *
    * @param type The error type.
    * @param message What failed and which setting or argument to change.
    * @param options The error this one wraps, if any.

@@ -71,6 +71,8 @@ export interface ServerEntryOutcome {
 /** A problem with an upstream configuration file or entry, naming where it is. */
 export class UpstreamConfigError extends Error {
   /**
+   * Creates the error; the message is shown to the user as it is.
+   *
    * @param message What is wrong and how to fix it.
    * @param options Standard error options.
    */

@@ -134,7 +134,12 @@ const SamplingSchema = z.object({
   provider: ProviderSchema.optional(),
 }).strict();
 
-/** The schema of the settings object, with defaults. */
+/**
+ * The schema of the settings object, with defaults.
+ *
+ * @internal Its type is zod's inference, too long to write out; `deno doc --lint` asks for it
+ * and takes zod's types for private ones (denoland/deno#27364).
+ */
 export const SettingsSchema = z.object({
   limits: LimitsSchema.prefault({}),
   sandbox: SandboxSchema.prefault({}),
@@ -147,12 +152,19 @@ export const SettingsSchema = z.object({
   allowedProjects: z.array(z.string().min(1)).default([]),
 }).strict();
 
-/** Fully resolved executor settings. */
+/**
+ * Fully resolved executor settings.
+ *
+ * @internal Inferred from {@linkcode SettingsSchema} by zod, whose types `deno doc --lint` takes
+ * for private ones (denoland/deno#27364); every key is documented in the schema.
+ */
 export type Settings = z.infer<typeof SettingsSchema>;
 
 /** A settings problem, naming the key and the file or variable it came from. */
 export class SettingsError extends Error {
   /**
+   * Creates the error; the message is shown to the admin as it is.
+   *
    * @param message What is wrong and how to fix it.
    * @param options Standard error options.
    */
@@ -170,7 +182,15 @@ export interface LoadSettingsOptions {
   cwd?: string;
 }
 
-type EnvParser = (raw: string, name: string) => unknown;
+/**
+ * Turns an environment variable's text into a settings value.
+ *
+ * @param raw The variable's value.
+ * @param name The variable's name, for the error.
+ * @returns The value, checked later by {@linkcode SettingsSchema} with the rest.
+ * @throws {SettingsError} When the text is not of the variable's kind.
+ */
+export type EnvParser = (raw: string, name: string) => unknown;
 
 const toInt: EnvParser = (raw, name) => {
   const value = Number(raw);

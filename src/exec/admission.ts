@@ -86,6 +86,8 @@ export class Admission {
   #starts: RateLimiter;
 
   /**
+   * Sets up the slots, queue and rate window from the admin's limits; nothing runs yet.
+   *
    * @param settings The admin's settings (`limits`, `sampling`).
    */
   constructor(settings: Settings) {

@@ -133,6 +133,9 @@ export class Execution {
   #result: Reported | undefined;
 
   /**
+   * Prepares one run in a started child, with stdout and stderr drawing on one output budget;
+   * nothing is sent until {@linkcode Execution.run}.
+   *
    * @param channel The process to run in.
    * @param options Limits and language specifics.
    */

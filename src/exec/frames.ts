@@ -12,6 +12,8 @@ export type Frame = Record<string, unknown> & { t?: unknown };
 /** Raised when a child writes something that is not a well-formed frame. */
 export class FrameError extends Error {
   /**
+   * Creates the error for one bad frame.
+   *
    * @param message What was wrong with the bytes.
    * @param tooLarge Whether the frame was well-formed as far as read, only too large.
    */
@@ -38,6 +40,8 @@ export class FrameReader {
   lastBytes = 0;
 
   /**
+   * Takes the reader of a child's stdout; the stream stays locked to this reader.
+   *
    * @param stream The child's stdout.
    * @param nonce The secret every frame starts with.
    * @param maxBytes The largest frame accepted.
@@ -145,6 +149,8 @@ export class OutputBudget {
   left: number;
 
   /**
+   * Creates a budget with all of its bytes left.
+   *
    * @param maxBytes The cap for everything drawn from this budget, in UTF-8 bytes.
    */
   constructor(maxBytes: number) {
@@ -159,6 +165,8 @@ export class OutputCapture {
   #truncated = false;
 
   /**
+   * Creates an empty capture.
+   *
    * @param limit The cap in UTF-8 bytes, or a budget shared with other captures.
    */
   constructor(limit: number | OutputBudget) {

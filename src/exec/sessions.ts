@@ -34,6 +34,8 @@ export class SessionStore<T extends SessionChild> {
   #sweeper: ReturnType<typeof setInterval> | undefined;
 
   /**
+   * Creates an empty store.
+   *
    * @param options Idle time-to-live, cap, the settings prefix named in errors, and the logger.
    */
   constructor(options: { ttlMs: number; max: number; settingPrefix: string; log: Logger }) {

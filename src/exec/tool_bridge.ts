@@ -86,6 +86,8 @@ export class ToolBridge {
   }
 
   /**
+   * Creates the bridge of one execution, under that execution's policy and signal.
+   *
    * @param hub Upstream connections, catalog and limiter; tool requests fail without it.
    * @param policy This execution's tool policy.
    * @param settings The admin's settings.

@@ -30,7 +30,7 @@ const DECLARATION_AFTER_EXPORT =
   /^export\s+(?=(?:const|let|var|function|async|class|interface|type|enum|abstract|declare)\b)/;
 
 /** A `[start, end)` range of source text. */
-type Range = [number, number];
+export type Range = [number, number];
 
 function isIdentifierChar(ch: string | undefined): boolean {
   return ch !== undefined && /[A-Za-z0-9_$\u0080-\uffff]/.test(ch);

@@ -33,6 +33,8 @@ export class WarmPool<T extends PooledChild> {
   #waiting = 0;
 
   /**
+   * Creates an empty pool; children are started by {@linkcode WarmPool.fill}, not here.
+   *
    * @param size How many idle children to keep; 0 disables the pool.
    * @param spawn Starts one child.
    * @param log Where spawn failures are reported.

@@ -29,6 +29,8 @@ export class AuditLog {
   #encoder = new TextEncoder();
 
   /**
+   * Creates the log; the file (and its directory) is created on the first record, not here.
+   *
    * @param options File, rotation and the logger for failures.
    */
   constructor(options: AuditLogOptions) {

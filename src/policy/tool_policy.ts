@@ -35,6 +35,8 @@ export class ToolPolicy {
   #requested: Array<[string, RegExp]> | undefined;
 
   /**
+   * Compiles the admin's globs and the caller's into one policy.
+   *
    * @param rules The admin's `tools.allow` and `tools.deny`.
    * @param allowedTools The caller's `allowedTools`; undefined means "whatever the admin allows".
    */
@@ -85,6 +87,8 @@ export class RateLimiter {
   #calls = new Map<string, number[]>();
 
   /**
+   * Creates a limiter with no calls counted yet.
+   *
    * @param perMinute Calls allowed per key per minute; 0 means unlimited.
    */
   constructor(perMinute: number) {

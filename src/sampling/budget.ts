@@ -53,7 +53,11 @@ export class SamplingBudget {
   #totals: SamplingTotals = { rounds: 0, inputTokens: 0, outputTokens: 0 };
   #reserved = 0;
 
-  /** @param caps The caps in force for this execution. */
+  /**
+   * Creates the budget of one execution, with nothing spent.
+   *
+   * @param caps The caps in force for this execution.
+   */
   constructor(caps: BudgetCaps) {
     this.#caps = caps;
   }

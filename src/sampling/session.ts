@@ -54,7 +54,11 @@ export class ClientSession {
   #budget: SamplingBudget;
   #progressSent = 0;
 
-  /** @param options Settings, caps, the client channel, the fallback and the audit log. */
+  /**
+   * Creates the session of one execution, with its own sampling budget.
+   *
+   * @param options Settings, caps, the client channel, the fallback and the audit log.
+   */
   constructor(options: ClientSessionOptions) {
     this.#options = options;
     this.#budget = new SamplingBudget(options.caps);

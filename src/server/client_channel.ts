@@ -41,6 +41,8 @@ function textOf(content: unknown): string {
  * @param server The MCP server the call arrived on.
  * @param ctx The request handler's context.
  * @returns What sandbox code of this call may ask of the client.
+ * @internal It takes the MCP SDK's types, which `deno doc --lint` takes for private ones
+ * (denoland/deno#27364); the SDK documents them.
  */
 export function clientChannel(server: McpServer, ctx: ServerContext): ClientChannel {
   const channel: ClientChannel = {};

@@ -146,7 +146,12 @@ export interface ServerDeps {
 
 /** A created server and a hook to call when the upstream tool lists change. */
 export interface CodeExecutorServer {
-  /** The MCP server instance. */
+  /**
+   * The MCP server instance.
+   *
+   * @internal It is the MCP SDK's type, which `deno doc --lint` takes for a private one
+   * (denoland/deno#27364); the SDK documents it.
+   */
   server: McpServer;
   /** Refreshes descriptions that list the servers; the client is told the list changed. */
   refresh(): void;

@@ -65,7 +65,12 @@ function requestIdInHead(head: string): string | number | undefined {
   return method ? id : undefined;
 }
 
-/** A stdio server transport that answers every malformed line and survives long ones. */
+/**
+ * A stdio server transport that answers every malformed line and survives long ones.
+ *
+ * @internal It extends the SDK's transport, and `deno doc --lint` takes the MCP SDK's types for
+ * private ones (denoland/deno#27364); the SDK documents them.
+ */
 export class LineStdioServerTransport extends StdioServerTransport {
   #options: LineStdioServerTransportOptions;
   #pending: Uint8Array[] = [];
@@ -77,6 +82,8 @@ export class LineStdioServerTransport extends StdioServerTransport {
   #closed = false;
 
   /**
+   * Creates the transport; it reads stdin once the server starts it.
+   *
    * @param options The line limit, its hint, and the close callback.
    */
   constructor(options: LineStdioServerTransportOptions) {
@@ -85,6 +92,11 @@ export class LineStdioServerTransport extends StdioServerTransport {
     this._ondata = (chunk) => this.#take(chunk);
   }
 
+  /**
+   * Closes the transport, once; `onClosed` is called after the SDK's own close.
+   *
+   * @returns When it is closed.
+   */
   override async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
@@ -92,6 +104,15 @@ export class LineStdioServerTransport extends StdioServerTransport {
     this.#options.onClosed?.();
   }
 
+  /**
+   * Writes one message to stdout after those sent before it, without blocking the event loop
+   * while the client is not reading. A failed write means the client is gone: it is reported
+   * through `onerror` and the transport closes.
+   *
+   * @param message The message.
+   * @returns When the whole message is written.
+   * @throws {Error} (rejects) When the transport is closed or the write fails.
+   */
   override send(message: JSONRPCMessage): Promise<void> {
     if (this.#closed) return Promise.reject(new Error("The stdio transport is closed"));
     const bytes = this.#encoder.encode(JSON.stringify(message) + "\n");

@@ -109,6 +109,8 @@ export class ToolCatalog {
   #ajv2020: AjvLike | undefined;
 
   /**
+   * Creates an empty catalog; servers are listed on first use, not here.
+   *
    * @param pool The upstream connections.
    * @param options Cache location, config hash and change callback.
    */

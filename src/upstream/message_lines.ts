@@ -78,6 +78,8 @@ export class MessageLines {
    *
    * @returns The message, or null when no complete one is buffered.
    * @throws {Error} When a line is JSON but not a JSON-RPC message (the SDK reports it).
+   * @internal It returns the MCP SDK's type, which `deno doc --lint` takes for a private one
+   * (denoland/deno#27364); the SDK documents it.
    */
   readMessage(): JSONRPCMessage | null {
     while (this.#lines.length > 0) {

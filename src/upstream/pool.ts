@@ -270,6 +270,8 @@ export class UpstreamPool {
   #options: ResolvedPoolOptions;
 
   /**
+   * Sets up one connection per server; none is opened until the server is first used.
+   *
    * @param servers The configured servers.
    * @param options Logging, timeouts and change notification.
    */
