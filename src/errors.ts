@@ -46,7 +46,7 @@ export const ERROR_TYPES = {
     change: "Retry after the time the message names",
   },
   QueueFullError: {
-    meaning: "limits.maxQueued runs are already waiting for a free slot",
+    meaning: "limits.maxQueued of the caller's runs are already waiting for a free slot",
     change: "Retry when earlier runs finish",
   },
   Cancelled: {
