@@ -21,6 +21,10 @@ const HELP =
 
 Usage:
   code-executor [serve] [--config PATH]...   Serve MCP on stdio (the default command)
+  code-executor serve --http [--host H] [--port N] [--config PATH]...
+                                            Serve MCP over Streamable HTTP (default
+                                            127.0.0.1:3333/mcp; auth: CODE_EXECUTOR_HTTP_TOKEN,
+                                            http.tokensFile or http.oauth)
   code-executor run FILE.ts [--timeout MS] [--json]
                                             Run a TypeScript file in the sandbox
   code-executor doctor [--config PATH]...   Check every configured MCP server and the token savings
@@ -39,6 +43,9 @@ Options:
   --config PATH   An MCP config file ({"mcpServers": {...}}) with the upstream servers; repeatable
   --timeout MS    Wall-clock limit for run (default: limits.timeoutMs, 30000)
   --json          For run: print the whole result as JSON
+  --http          For serve: Streamable HTTP instead of stdio
+  --host H        For serve --http: the address to listen on (http.host)
+  --port N        For serve --http: the port (http.port; 0 picks a free one)
 
 Setup options:
   --client ID     claude-code, claude-desktop, cursor (~/.cursor/mcp.json), cursor-project
@@ -85,6 +92,9 @@ async function main(args: string[]): Promise<number> {
       config: { type: "string", multiple: true },
       timeout: { type: "string" },
       json: { type: "boolean" },
+      http: { type: "boolean" },
+      host: { type: "string" },
+      port: { type: "string" },
     },
   });
   if (values.help) {
@@ -98,7 +108,11 @@ async function main(args: string[]): Promise<number> {
   const [command = "serve", ...rest] = positionals;
   if (command === "serve") {
     if (rest.length > 0) throw new TypeError(`Unexpected argument "${rest[0]}" for serve`);
-    await serve({ configPaths: values.config ?? [] });
+    const port = values.port === undefined ? undefined : Number(values.port);
+    if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535)) {
+      throw new TypeError(`Invalid --port "${values.port}": expected 0 to 65535`);
+    }
+    await serve({ configPaths: values.config ?? [], http: values.http, host: values.host, port });
     return 0;
   }
   if (command === "doctor") {

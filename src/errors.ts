@@ -46,7 +46,7 @@ export const ERROR_TYPES = {
     change: "Retry after the time the message names",
   },
   QueueFullError: {
-    meaning: "limits.maxQueued runs are already waiting for a free slot",
+    meaning: "limits.maxQueued of the caller's runs are already waiting for a free slot",
     change: "Retry when earlier runs finish",
   },
   Cancelled: {
@@ -166,6 +166,21 @@ export const ERROR_TYPES = {
     change: "Read the message; throw Error subclasses with clear messages",
   },
 } as const satisfies Record<string, ErrorTypeInfo>;
+
+/**
+ * Why a run was stopped from outside: the error an abort signal carries (the server shutting
+ * down), or a plain cancellation.
+ *
+ * @param signal The aborted signal.
+ * @param cancelled The message of a plain cancellation.
+ * @returns The error to report.
+ */
+export function abortError(signal: AbortSignal | undefined, cancelled: string): CodeExecutorError {
+  const reason = signal?.reason;
+  return reason instanceof CodeExecutorError
+    ? reason
+    : new CodeExecutorError("Cancelled", cancelled);
+}
 
 /** A type of {@linkcode ERROR_TYPES}. */
 export type ErrorType = keyof typeof ERROR_TYPES;

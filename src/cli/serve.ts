@@ -1,44 +1,63 @@
 /**
- * `serve`: the stdio MCP server.
+ * `serve`: the MCP server, on stdio (the default) or over Streamable HTTP (`--http`).
  *
  * @module
  */
 import { serveStdio } from "@modelcontextprotocol/server/stdio";
-import { loadSettings } from "../config/settings.ts";
-import { discoverUpstreams } from "../config/upstream.ts";
 import { cacheDir, defaultAuditPath } from "../config/paths.ts";
+import { loadSettings, type Settings } from "../config/settings.ts";
+import { discoverUpstreams } from "../config/upstream.ts";
 import { Executor } from "../exec/executor.ts";
-import { createLogger, flushLogs } from "../log.ts";
+import { createLogger, flushLogs, type Logger } from "../log.ts";
+import { startHttpEndpoint } from "../server/http.ts";
 import { type CodeExecutorServer, createServer } from "../server/server.ts";
 import { LineStdioServerTransport } from "../server/stdio_transport.ts";
-import { openHub } from "../upstream/hub.ts";
+import { type Hub, openHub } from "../upstream/hub.ts";
 import { AuditLog } from "../policy/audit.ts";
 
 /** Options of {@linkcode serve}. */
 export interface ServeOptions {
   /** Upstream MCP config files given with `--config`. */
   configPaths: string[];
+  /** Serve Streamable HTTP instead of stdio. */
+  http?: boolean;
+  /** `--host`: overrides `http.host`. */
+  host?: string;
+  /** `--port`: overrides `http.port`. */
+  port?: number;
 }
 
-/**
- * Runs the MCP server on stdin/stdout until the client disconnects or a signal arrives, then
- * kills every sandbox child, closes the upstream servers and exits.
- *
- * @param options The command line options.
- * @returns Never returns normally: the process exits when the server stops.
- */
-export async function serve(options: ServeOptions): Promise<void> {
-  const log = createLogger();
-  // Libraries must not write to stdout, which carries the protocol, and console's synchronous
-  // writes to stderr would block the event loop when nobody reads it: route them to the logger.
+/** Everything a transport serves from. */
+interface Services {
+  settings: Settings;
+  log: Logger;
+  hub: Hub;
+  executor: Executor;
+  audit: AuditLog | undefined;
+  /** Called when the upstream tool lists change. */
+  onChange: { handler: () => void };
+}
+
+/** Routes library output to the logger: stdout is the protocol, and stderr must not block. */
+function captureConsole(log: Logger): void {
   const forward = (write: (message: string) => void) => (...args: unknown[]) =>
     write(args.map((a) => typeof a === "string" ? a : Deno.inspect(a)).join(" "));
   console.log = console.info = forward(log.info);
   console.debug = forward(log.debug);
   console.warn = forward(log.warn);
   console.error = forward(log.error);
+}
 
-  const { settings, sources } = await loadSettings();
+async function openServices(options: ServeOptions, log: Logger): Promise<Services> {
+  const { settings: loaded, sources } = await loadSettings();
+  const settings = {
+    ...loaded,
+    http: {
+      ...loaded.http,
+      ...(options.host ? { host: options.host } : {}),
+      ...(options.port !== undefined ? { port: options.port } : {}),
+    },
+  };
   log.info(`settings from ${sources.length ? sources.join(", ") : "defaults"}`);
   const upstream = await discoverUpstreams({ configPaths: options.configPaths });
   for (const broken of upstream.broken) log.warn(broken.error);
@@ -52,12 +71,11 @@ export async function serve(options: ServeOptions): Promise<void> {
   } else {
     log.info(`upstream servers: ${upstream.servers.map((s) => s.name).join(", ")}`);
   }
-
-  const live = new Set<CodeExecutorServer>();
+  const onChange = { handler: () => {} };
   const hub = await openHub(upstream, settings, {
     log,
     cacheDir: cacheDir(),
-    onChange: () => live.forEach((s) => s.refresh()),
+    onChange: () => onChange.handler(),
   });
   const audit = settings.audit.enabled
     ? new AuditLog({
@@ -69,17 +87,28 @@ export async function serve(options: ServeOptions): Promise<void> {
     : undefined;
   if (audit) log.info(`audit log: ${audit.path}`);
   const executor = await Executor.create(settings, { log, hub, audit });
+  return { settings, log, hub, executor, audit, onChange };
+}
 
+/** Stops the executor, the upstream servers and the logs, then exits. */
+async function shutDown(services: Services): Promise<never> {
+  await services.executor.close();
+  await services.hub.close();
+  await services.audit?.flush();
+  await flushLogs();
+  Deno.exit(0);
+}
+
+function serveOnStdio(services: Services): void {
+  const { settings, log, executor, hub } = services;
+  const live = new Set<CodeExecutorServer>();
+  services.onChange.handler = () => live.forEach((s) => s.refresh());
   let stopping: Promise<never> | undefined;
   const stop = (why: string): Promise<never> => {
     stopping ??= (async () => {
       log.info(`shutting down (${why})`);
       await handle.close().catch(() => {});
-      await executor.close();
-      await hub.close();
-      await audit?.flush();
-      await flushLogs();
-      Deno.exit(0);
+      return await shutDown(services);
     })();
     return stopping;
   };
@@ -103,5 +132,65 @@ export async function serve(options: ServeOptions): Promise<void> {
     Deno.addSignalListener(signal, () => void stop(signal));
   }
   log.info("ready on stdio");
+}
+
+async function serveOnHttp(services: Services): Promise<void> {
+  const { settings, log, executor, hub } = services;
+  const ready = () =>
+    hub.catalog.summary().every((server) => server.tools !== undefined || server.error);
+  // List every server now, so that /readyz turns ready without waiting for a first call.
+  void hub.catalog.ensure().catch(() => {});
+  const endpoint = await startHttpEndpoint({
+    executor,
+    hub,
+    settings,
+    env: Deno.env.toObject(),
+    log,
+    ready,
+  });
+  services.onChange.handler = () => endpoint.toolsChanged();
+  let stopping: Promise<never> | undefined;
+  const stop = (why: string): Promise<never> => {
+    stopping ??= (async () => {
+      // Refuse new requests, let the runs in flight finish within http.drainMs, then stop the
+      // rest: they end with a ShuttingDown error, which their clients still receive.
+      log.info(
+        `shutting down (${why}): draining ${executor.running} runs for up to ${settings.http.drainMs} ms`,
+      );
+      endpoint.stopAccepting();
+      const drained = await executor.settle(settings.http.drainMs);
+      if (!drained) log.warn(`stopping ${executor.running} runs still in flight after the drain`);
+      await executor.close();
+      await endpoint.close();
+      return await shutDown(services);
+    })();
+    return stopping;
+  };
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    Deno.addSignalListener(signal, () => void stop(signal));
+  }
+  log.info(`ready on ${endpoint.url.href} (auth: ${endpoint.auth})`);
+}
+
+/**
+ * Runs the MCP server until the client disconnects (stdio) or a signal arrives, then kills every
+ * sandbox child, closes the upstream servers and exits.
+ *
+ * @param options The command line options.
+ * @returns Once the server is running; the process exits when it stops.
+ * @throws {TypeError} When HTTP cannot be served as configured (say, beyond loopback without auth).
+ */
+export async function serve(options: ServeOptions): Promise<void> {
+  const log = createLogger();
+  captureConsole(log);
+  const services = await openServices(options, log);
+  try {
+    if (options.http) await serveOnHttp(services);
+    else serveOnStdio(services);
+  } catch (error) {
+    await services.executor.close();
+    await services.hub.close();
+    throw error;
+  }
   await new Promise(() => {});
 }

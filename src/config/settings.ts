@@ -31,6 +31,13 @@ const LimitsSchema = z.object({
   maxCodeBytes: positiveInt.default(1024 * 1024),
   /** Executions started per minute, across callers; 0 is unlimited. */
   executionsPerMinute: z.number().int().min(0).default(0),
+  /** Executions one principal may start per minute; 0 is unlimited. */
+  principalExecutionsPerMinute: z.number().int().min(0).default(0),
+  /**
+   * Executions one principal may run at once; 0 means `maxConcurrent`. Free slots always go first
+   * to the waiting principal with the fewest runs, so one caller cannot starve the others.
+   */
+  principalMaxConcurrent: z.number().int().min(0).default(0),
 }).strict();
 
 const SandboxSchema = z.object({
@@ -79,6 +86,70 @@ const PythonSchema = z.object({
   maxSessions: positiveInt.default(8),
   /** Directories of pure-Python wheels (*.whl) to make importable. */
   wheelDirs: z.array(z.string().min(1)).default([]),
+}).strict();
+
+const OAuthSchema = z.object({
+  /** The authorization server's issuer URL; its metadata names the JWKS. */
+  issuer: z.url(),
+  /** The JWKS URL, when the issuer's metadata cannot be fetched at start. */
+  jwksUri: z.url().optional(),
+  /** The expected `aud`; this server's resource URL (`http.publicUrl`) when unset. */
+  audience: z.string().min(1).optional(),
+  /** Scopes every token must carry. */
+  scopes: z.array(z.string().min(1)).default([]),
+  /** JWS algorithms accepted (never `none`, never HMAC with a public key). */
+  algorithms: z.array(
+    z.enum([
+      "RS256",
+      "RS384",
+      "RS512",
+      "PS256",
+      "PS384",
+      "PS512",
+      "ES256",
+      "ES384",
+      "ES512",
+      "EdDSA",
+    ]),
+  )
+    .min(1).default(["RS256", "PS256", "ES256", "EdDSA"]),
+  /** The least time between two fetches of the JWKS for an unknown `kid`. */
+  jwksCooldownMs: z.number().int().min(0).default(30_000),
+  /** Clock skew allowed for `exp` and `nbf`, in seconds. */
+  clockToleranceSec: z.number().int().min(0).max(300).default(5),
+}).strict();
+
+const HttpSchema = z.object({
+  /** The address to listen on; loopback by default. */
+  host: z.string().min(1).default("127.0.0.1"),
+  /** The port; 0 picks a free one. */
+  port: z.number().int().min(0).max(65535).default(3333),
+  /** The MCP endpoint's path. */
+  path: z.string().regex(/^\/[^?#]*$/, "must start with / and hold no query").default("/mcp"),
+  /** The URL clients reach the endpoint at (behind a proxy); `http://host:port/path` when unset. */
+  publicUrl: z.url().optional(),
+  /** More `Host` names (no port) accepted besides the bound host (and localhost names on loopback). */
+  allowedHosts: z.array(z.string().min(1)).default([]),
+  /** Browser `Origin` hosts accepted (no port); the bound host's and localhost names on loopback. */
+  allowedOrigins: z.array(z.string().min(1)).default([]),
+  /** `auto`: `bearer` when tokens are set, `oauth` when `http.oauth` is, else `none`. */
+  auth: z.enum(["auto", "none", "bearer", "oauth"]).default("auto"),
+  /** A file (mode 0600) with one `principal token` pair a line. */
+  tokensFile: z.string().min(1).optional(),
+  /** OAuth 2.1 resource-server settings. */
+  oauth: OAuthSchema.optional(),
+  /** How long runs in flight may finish after SIGTERM/SIGINT before they are stopped. */
+  drainMs: z.number().int().min(0).default(10_000),
+  /** The largest request body; room for `limits.maxCodeBytes` of code when unset. */
+  maxBodyBytes: positiveInt.optional(),
+  /** Time allowed to receive a request's body. */
+  bodyTimeoutMs: positiveInt.default(30_000),
+  /** Requests handled at once (open streams included); more get 503. */
+  maxRequests: positiveInt.default(256),
+  /** 2025-era sessions open at once; a new one past it gets 503. */
+  maxSessions: positiveInt.default(100),
+  /** Idle time after which a 2025-era session is closed. */
+  sessionIdleMs: positiveInt.default(30 * 60_000),
 }).strict();
 
 const AuditSchema = z.object({
@@ -148,6 +219,7 @@ export const SettingsSchema = z.object({
   python: PythonSchema.prefault({}),
   audit: AuditSchema.prefault({}),
   sampling: SamplingSchema.prefault({}),
+  http: HttpSchema.prefault({}),
   /** Directories under which callers may grant read or write access (`ALLOWED_PROJECTS`). */
   allowedProjects: z.array(z.string().min(1)).default([]),
 }).strict();
@@ -238,6 +310,18 @@ export const ENV_OVERRIDES: ReadonlyArray<[string, string[], EnvParser]> = [
     (raw) => raw.trim().toLowerCase(),
   ],
   ["CODE_EXECUTOR_AI_MODEL", ["sampling", "provider", "model"], (raw) => raw],
+  ["CODE_EXECUTOR_HTTP_HOST", ["http", "host"], (raw) => raw],
+  ["CODE_EXECUTOR_HTTP_PORT", ["http", "port"], toInt],
+  ["CODE_EXECUTOR_HTTP_PATH", ["http", "path"], (raw) => raw],
+  ["CODE_EXECUTOR_HTTP_PUBLIC_URL", ["http", "publicUrl"], (raw) => raw],
+  ["CODE_EXECUTOR_HTTP_AUTH", ["http", "auth"], (raw) => raw.trim().toLowerCase()],
+  ["CODE_EXECUTOR_HTTP_TOKENS_FILE", ["http", "tokensFile"], (raw) => raw],
+  ["CODE_EXECUTOR_HTTP_ALLOWED_HOSTS", ["http", "allowedHosts"], toHostList],
+  ["CODE_EXECUTOR_HTTP_ALLOWED_ORIGINS", ["http", "allowedOrigins"], toHostList],
+  ["CODE_EXECUTOR_HTTP_DRAIN_MS", ["http", "drainMs"], toInt],
+  ["CODE_EXECUTOR_OAUTH_ISSUER", ["http", "oauth", "issuer"], (raw) => raw],
+  ["CODE_EXECUTOR_OAUTH_AUDIENCE", ["http", "oauth", "audience"], (raw) => raw],
+  ["CODE_EXECUTOR_OAUTH_SCOPES", ["http", "oauth", "scopes"], toHostList],
   ["CODE_EXECUTOR_AI_BASE_URL", ["sampling", "provider", "baseUrl"], (raw) => raw],
 ];
 

@@ -6,7 +6,7 @@
  */
 import type { Settings } from "../config/settings.ts";
 import { RateLimiter } from "../policy/tool_policy.ts";
-import { CodeExecutorError } from "../errors.ts";
+import { abortError, CodeExecutorError } from "../errors.ts";
 
 /** What a caller asked for, as far as admission is concerned. */
 export interface AdmissionRequest {
@@ -27,52 +27,97 @@ export interface AdmittedLimits {
 /** A slot held by a running execution; release it when the run ends. */
 export type Release = () => void;
 
-/** Concurrency slots with a bounded queue of waiters. */
-class Slots {
+interface Waiter {
+  principal: string;
+  seq: number;
+  grant: () => void;
+}
+
+/**
+ * Concurrency slots shared by every principal, with a bounded queue per principal. A slot that
+ * frees goes to the waiting principal with the fewest runs (the longest-waiting among equals), and
+ * no principal runs more than its cap: one caller's burst cannot starve the others, and a lone
+ * caller can still use every slot.
+ */
+class FairSlots {
   #free: number;
   #maxQueued: number;
-  #waiting: Array<() => void> = [];
+  #principalMax: number;
+  #running = new Map<string, number>();
+  #waiting: Waiter[] = [];
+  #seq = 0;
 
-  constructor(max: number, maxQueued: number) {
+  constructor(max: number, maxQueued: number, principalMax: number) {
     this.#free = max;
     this.#maxQueued = maxQueued;
+    this.#principalMax = principalMax > 0 ? Math.min(principalMax, max) : max;
   }
 
-  async acquire(signal?: AbortSignal): Promise<Release> {
-    if (this.#free > 0) {
-      this.#free--;
-      return this.#releaser();
-    }
-    if (this.#waiting.length >= this.#maxQueued) {
+  #runs(principal: string): number {
+    return this.#running.get(principal) ?? 0;
+  }
+
+  async acquire(principal: string, signal?: AbortSignal): Promise<Release> {
+    if (this.#free > 0 && this.#runs(principal) < this.#principalMax) return this.#start(principal);
+    const queued = this.#waiting.filter((w) => w.principal === principal).length;
+    if (queued >= this.#maxQueued) {
       throw new CodeExecutorError(
         "QueueFullError",
-        `Too many executions: ${this.#waiting.length} are already queued (limits.maxQueued); retry when earlier runs finish, or ask the admin to raise limits.maxConcurrent`,
+        `Too many executions: ${queued} of yours are already queued (limits.maxQueued); retry when earlier runs finish, or ask the admin to raise limits.maxConcurrent`,
       );
     }
     await new Promise<void>((resolve, reject) => {
-      const grant = () => {
-        signal?.removeEventListener("abort", onAbort);
-        resolve();
+      const waiter: Waiter = {
+        principal,
+        seq: this.#seq++,
+        grant: () => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve();
+        },
       };
       const onAbort = () => {
-        this.#waiting = this.#waiting.filter((w) => w !== grant);
-        reject(new CodeExecutorError("Cancelled", "The execution was cancelled while queued"));
+        this.#waiting = this.#waiting.filter((w) => w !== waiter);
+        reject(abortError(signal, "The execution was cancelled while queued"));
       };
       signal?.addEventListener("abort", onAbort, { once: true });
-      this.#waiting.push(grant);
+      this.#waiting.push(waiter);
     });
-    return this.#releaser();
+    return this.#releaser(principal);
   }
 
-  #releaser(): Release {
+  #start(principal: string): Release {
+    this.#free--;
+    this.#running.set(principal, this.#runs(principal) + 1);
+    return this.#releaser(principal);
+  }
+
+  #releaser(principal: string): Release {
     let released = false;
     return () => {
       if (released) return;
       released = true;
-      const next = this.#waiting.shift();
-      if (next) next();
-      else this.#free++;
+      const runs = this.#runs(principal) - 1;
+      if (runs > 0) this.#running.set(principal, runs);
+      else this.#running.delete(principal);
+      this.#free++;
+      this.#grantNext();
     };
+  }
+
+  /** Gives free slots to waiters: fewest runs first, then the longest waiting. */
+  #grantNext(): void {
+    while (this.#free > 0) {
+      let next: Waiter | undefined;
+      for (const waiter of this.#waiting) {
+        const runs = this.#runs(waiter.principal);
+        if (runs >= this.#principalMax) continue;
+        if (!next || runs < this.#runs(next.principal)) next = waiter;
+      }
+      if (!next) return;
+      this.#waiting = this.#waiting.filter((w) => w !== next);
+      this.#start(next.principal);
+      next.grant();
+    }
   }
 }
 
@@ -82,8 +127,9 @@ class Slots {
  */
 export class Admission {
   #settings: Settings;
-  #slots: Slots;
+  #slots: FairSlots;
   #starts: RateLimiter;
+  #principalStarts: RateLimiter;
 
   /**
    * Sets up the slots, queue and rate window from the admin's limits; nothing runs yet.
@@ -92,8 +138,14 @@ export class Admission {
    */
   constructor(settings: Settings) {
     this.#settings = settings;
-    this.#slots = new Slots(settings.limits.maxConcurrent, settings.limits.maxQueued);
-    this.#starts = new RateLimiter(settings.limits.executionsPerMinute);
+    const limits = settings.limits;
+    this.#slots = new FairSlots(
+      limits.maxConcurrent,
+      limits.maxQueued,
+      limits.principalMaxConcurrent,
+    );
+    this.#starts = new RateLimiter(limits.executionsPerMinute);
+    this.#principalStarts = new RateLimiter(limits.principalExecutionsPerMinute);
   }
 
   /**
@@ -124,13 +176,24 @@ export class Admission {
   }
 
   /**
-   * Takes one start from the executions-per-minute budget, then waits for a free slot.
+   * Takes one start from the executions-per-minute budgets (the server's and the principal's),
+   * then waits for a free slot.
    *
+   * @param principal Who runs: `local` on stdio, the token's principal over HTTP.
    * @param signal Aborting it leaves the queue.
    * @returns The slot; call it to release.
-   * @throws {CodeExecutorError} Over the rate, with the queue full, or when cancelled.
+   * @throws {CodeExecutorError} Over a rate, with the principal's queue full, or when cancelled.
    */
-  async enter(signal?: AbortSignal): Promise<Release> {
+  async enter(principal: string, signal?: AbortSignal): Promise<Release> {
+    const own = this.#principalStarts.take(principal);
+    if (own !== undefined) {
+      throw new CodeExecutorError(
+        "RateLimitError",
+        `Too many executions: the admin allows ${this.#settings.limits.principalExecutionsPerMinute} per minute per caller (limits.principalExecutionsPerMinute); retry in ${
+          Math.ceil(own / 1000)
+        } s`,
+      );
+    }
     const wait = this.#starts.take("executions");
     if (wait !== undefined) {
       throw new CodeExecutorError(
@@ -140,7 +203,7 @@ export class Admission {
         } s`,
       );
     }
-    return await this.#slots.acquire(signal);
+    return await this.#slots.acquire(principal, signal);
   }
 
   /** The LLM caps of one run: the admin's, lowered (never raised) by the caller. */

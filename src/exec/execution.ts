@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { ExecutionErrorInfo } from "../errors.ts";
+import { abortError, type ExecutionErrorInfo } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { type Frame, FrameError, OutputBudget, OutputCapture } from "./frames.ts";
 import type { ExecutionResult } from "./result.ts";
@@ -209,7 +209,10 @@ export class Execution {
         });
       }
     }, RSS_POLL_MS);
-    const onAbort = () => this.#stop({ type: "Cancelled", message: "The execution was cancelled" });
+    const onAbort = () => {
+      const error = abortError(options.signal, "The execution was cancelled");
+      this.#stop({ type: error.type, message: error.message });
+    };
     options.signal?.addEventListener("abort", onAbort);
     if (options.signal?.aborted) onAbort();
     return () => {

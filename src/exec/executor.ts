@@ -40,9 +40,12 @@ import { ToolBridge } from "./tool_bridge.ts";
 import { scrubEmitCache, TsChild, type TsChildOptions } from "./ts_sandbox.ts";
 import { wrapTypescript } from "./ts_source.ts";
 import { WarmPool } from "./warm_pool.ts";
-import { CodeExecutorError } from "../errors.ts";
+import { abortError, CodeExecutorError } from "../errors.ts";
 
 type BaseChildOptions = Omit<TsChildOptions, "net" | "read" | "write">;
+
+/** The principal of stdio and of HTTP without authentication: the machine's own user. */
+export const LOCAL_PRINCIPAL = "local";
 
 /** Options of one run. */
 export interface RunOptions {
@@ -58,6 +61,8 @@ export interface RunOptions {
   client?: ClientChannel;
   /** Lower LLM caps for this run; each at most the admin's `sampling` value. */
   sampling?: { maxRounds?: number; maxTokens?: number };
+  /** Who runs: `local` (the default) on stdio, the token's principal over HTTP. */
+  principal?: string;
 }
 
 /** Options of a Python run. */
@@ -107,6 +112,8 @@ export class Executor {
   #active = new Set<{ dispose(): Promise<void> }>();
   #disposing = new Set<Promise<unknown>>();
   #closing = new AbortController();
+  #running = 0;
+  #settled: Array<() => void> = [];
 
   private constructor(settings: Settings, options: ExecutorOptions, base: BaseChildOptions) {
     this.#settings = settings;
@@ -221,7 +228,8 @@ export class Executor {
       "python",
       code,
       options,
-      (_granted, deadline) => this.#leasePy(code, options.session, deadline),
+      (_granted, deadline) =>
+        this.#leasePy(code, options.session, options.principal ?? LOCAL_PRINCIPAL, deadline),
     );
   }
 
@@ -232,13 +240,20 @@ export class Executor {
     lease: (granted: GrantedPermissions, deadline: Deadline) => Promise<Lease>,
   ): Promise<ExecutionResult> {
     const executionId = crypto.randomUUID();
-    const result = await this.#guard(() => this.#execute(code, options, lease, executionId));
+    this.#running++;
+    let result: ExecutionResult;
+    try {
+      result = await this.#guard(() => this.#execute(code, options, lease, executionId));
+    } finally {
+      if (--this.#running === 0) { for (const resolve of this.#settled.splice(0)) resolve(); }
+    }
     if (this.#audit) {
       recordRun(this.#audit, {
         executionId,
         language,
         code,
         includeCode: this.#settings.audit.includeCode,
+        principal: options.principal ?? LOCAL_PRINCIPAL,
         session: options.session,
         allowedTools: options.allowedTools ?? this.#settings.tools.allow,
         deniedTools: this.#settings.tools.deny,
@@ -279,7 +294,7 @@ export class Executor {
     const signal = options.signal
       ? AbortSignal.any([options.signal, this.#closing.signal])
       : this.#closing.signal;
-    const release = await this.#admission.enter(signal);
+    const release = await this.#admission.enter(options.principal ?? LOCAL_PRINCIPAL, signal);
     let leased: Lease | undefined;
     const ended = new AbortController();
     try {
@@ -332,7 +347,12 @@ export class Executor {
     };
   }
 
-  async #leasePy(code: string, session: string | undefined, deadline: Deadline): Promise<Lease> {
+  async #leasePy(
+    code: string,
+    session: string | undefined,
+    principal: string,
+    deadline: Deadline,
+  ): Promise<Lease> {
     const python = await pythonWithin(this.#pythonRuntime(), deadline);
     // Wheels that `sync` regenerated reach this run's child without a restart.
     await python.refreshWheels();
@@ -341,7 +361,7 @@ export class Executor {
       return {
         run: (limits) =>
           this.#sessions.use(
-            session,
+            { id: session, owner: principal },
             () => PyChild.spawn({ ...python.base, session: true }),
             (child) => child.run(code, { ...limits, graceMs }),
           ),
@@ -359,7 +379,7 @@ export class Executor {
       clearTimeout(timer);
     }
     if (!pooled && deadline.signal.aborted) {
-      throw new CodeExecutorError("Cancelled", "The execution was cancelled");
+      throw abortError(deadline.signal, "The execution was cancelled");
     }
     if (!pooled && expired.signal.aborted) {
       throw new CodeExecutorError(
@@ -392,6 +412,31 @@ export class Executor {
     this.#disposing.add(job);
   }
 
+  /** Runs in progress, queued ones included. */
+  get running(): number {
+    return this.#running;
+  }
+
+  /**
+   * Waits until no run is in progress, for a drain.
+   *
+   * @param timeoutMs The longest wait.
+   * @returns Whether every run finished in time.
+   */
+  async settle(timeoutMs: number): Promise<boolean> {
+    if (this.#running === 0) return true;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const done = new Promise<boolean>((resolve) => this.#settled.push(() => resolve(true)));
+    const late = new Promise<boolean>((resolve) =>
+      timer = setTimeout(() => resolve(false), timeoutMs)
+    );
+    try {
+      return await Promise.race([done, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   /** Waits until every used child has been disposed (for tests and benchmarks). */
   async idle(): Promise<void> {
     while (this.#disposing.size > 0) await Promise.all(this.#disposing);
@@ -399,7 +444,12 @@ export class Executor {
 
   /** Kills every running, idle and session child and removes their directories. */
   async close(): Promise<void> {
-    this.#closing.abort();
+    this.#closing.abort(
+      new CodeExecutorError(
+        "ShuttingDown",
+        "The server is shutting down: the run was stopped before it finished; retry once the server is back",
+      ),
+    );
     const python = await this.#python?.catch(() => undefined);
     await Promise.all([
       this.#pool.close(),

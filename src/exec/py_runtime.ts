@@ -12,7 +12,7 @@ import { type LocalWheel, readWheels, wheelDirsSignature } from "./py_wheels.ts"
 import { ensurePyodideSnapshot, findPyodideDir } from "./pyodide.ts";
 import { sandboxFile } from "./runtime_files.ts";
 import { WarmPool } from "./warm_pool.ts";
-import { CodeExecutorError } from "../errors.ts";
+import { abortError, CodeExecutorError } from "../errors.ts";
 
 /** What Python children are started from, found once. */
 export interface PythonRuntime {
@@ -229,7 +229,7 @@ export function pythonWithin(
     }, deadline.timeoutMs);
     const onAbort = () => {
       done();
-      reject(new CodeExecutorError("Cancelled", "The execution was cancelled"));
+      reject(abortError(deadline.signal, "The execution was cancelled"));
     };
     deadline.signal.addEventListener("abort", onAbort, { once: true });
     runtime.then((value) => {

@@ -19,6 +19,8 @@ export const AUDIT_TOOL_CALLS_PER_RUN = 100;
 export interface RunAuditEntry {
   /** The run's id, shared by all its records. */
   executionId: string;
+  /** Who ran it. */
+  principal: string;
   /** `typescript` or `python`. */
   language: string;
   /** The code; only its hash is recorded unless `includeCode`. */
@@ -50,6 +52,7 @@ export function recordRun(audit: AuditLog, entry: RunAuditEntry): void {
   audit.record({
     kind: "execution",
     executionId,
+    principal: entry.principal,
     language: entry.language,
     ...(entry.session ? { session: entry.session } : {}),
     codeSha256: sha256Hex(entry.code),
@@ -71,10 +74,18 @@ export function recordRun(audit: AuditLog, entry: RunAuditEntry): void {
     audit.record({
       kind: "tool_call",
       executionId,
+      principal: entry.principal,
       name: call.name,
       ok: call.ok,
       ms: call.durationMs,
     });
   }
-  if (omitted > 0) audit.record({ kind: "tool_calls_omitted", executionId, count: omitted });
+  if (omitted > 0) {
+    audit.record({
+      kind: "tool_calls_omitted",
+      executionId,
+      principal: entry.principal,
+      count: omitted,
+    });
+  }
 }

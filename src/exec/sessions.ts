@@ -54,13 +54,19 @@ export class SessionStore<T extends SessionChild> {
    * Runs `fn` with the session's child, creating the session on first use. Runs in the same
    * session wait for each other.
    *
-   * @param id The caller's session id.
+   * @param session The caller's session id and its owner (the principal): the same id of
+   *   another principal is another session, so no caller can reach another's state.
    * @param create Starts a child for a new session.
    * @param fn The run.
    * @returns What `fn` returns.
    * @throws {CodeExecutorError} For a malformed id or when the cap is reached.
    */
-  use<R>(id: string, create: () => Promise<T>, fn: (child: T) => Promise<R>): Promise<R> {
+  use<R>(
+    session: { id: string; owner: string },
+    create: () => Promise<T>,
+    fn: (child: T) => Promise<R>,
+  ): Promise<R> {
+    const id = session.id;
     if (!SESSION_ID.test(id)) {
       throw new CodeExecutorError(
         "SessionError",
@@ -69,8 +75,9 @@ export class SessionStore<T extends SessionChild> {
         }": use 1 to 128 letters, digits, "_", ".", ":" or "-"`,
       );
     }
-    let session = this.#sessions.get(id);
-    if (!session) {
+    const key = `${session.owner}\0${id}`;
+    let open = this.#sessions.get(key);
+    if (!open) {
       if (this.#sessions.size >= this.#max) {
         throw new CodeExecutorError(
           "SessionLimitError",
@@ -79,12 +86,12 @@ export class SessionStore<T extends SessionChild> {
           } s`,
         );
       }
-      session = { child: create(), lastUsed: Date.now(), queue: Promise.resolve(), running: 0 };
-      session.child.catch(() => this.#drop(id));
-      this.#sessions.set(id, session);
+      open = { child: create(), lastUsed: Date.now(), queue: Promise.resolve(), running: 0 };
+      open.child.catch(() => this.#drop(key));
+      this.#sessions.set(key, open);
       this.#startSweeper();
     }
-    const current = session;
+    const current = open;
     current.running++;
     const run = current.queue.then(async () => {
       const child = await current.child;
@@ -94,17 +101,17 @@ export class SessionStore<T extends SessionChild> {
         current.lastUsed = Date.now();
         current.running--;
         // A session whose child died (killed at a limit) is over: the next use starts afresh.
-        if (child.exited && this.#sessions.get(id) === current) void this.#drop(id);
+        if (child.exited && this.#sessions.get(key) === current) void this.#drop(key);
       }
     });
     current.queue = run.catch(() => {});
     return run;
   }
 
-  async #drop(id: string): Promise<void> {
-    const session = this.#sessions.get(id);
+  async #drop(key: string): Promise<void> {
+    const session = this.#sessions.get(key);
     if (!session) return;
-    this.#sessions.delete(id);
+    this.#sessions.delete(key);
     if (this.#sessions.size === 0) this.#stopSweeper();
     const child = await session.child.catch(() => undefined);
     await child?.dispose();

@@ -111,6 +111,12 @@ export class RateLimiter {
     }
     recent.push(now);
     this.#calls.set(key, recent);
+    // Keys are principals or servers: forget those idle for a minute once there are many.
+    if (this.#calls.size > 1000) {
+      for (const [other, times] of this.#calls) {
+        if (now - times[times.length - 1] >= 60_000) this.#calls.delete(other);
+      }
+    }
     return undefined;
   }
 }

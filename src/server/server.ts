@@ -6,10 +6,11 @@
 import {
   fromJsonSchema,
   McpServer,
+  type ServerContext,
   type StandardSchemaWithJSON,
 } from "@modelcontextprotocol/server";
 import { z } from "zod";
-import type { Executor } from "../exec/executor.ts";
+import { type Executor, LOCAL_PRINCIPAL, type RunOptions } from "../exec/executor.ts";
 import { type ExecutionResult, renderResult } from "../exec/result.ts";
 import { ToolPolicy } from "../policy/tool_policy.ts";
 import type { Hub } from "../upstream/hub.ts";
@@ -79,7 +80,11 @@ const RunPythonPlainInput = withoutDialect(RunPythonFields) as typeof RunPythonI
 
 const SearchToolsInput = withoutDialect(
   z.object({
-    query: z.string().describe("Words to match in tool names and descriptions; empty lists all"),
+    // x-mcp-header: HTTP clients of 2026-07-28 repeat the query in an Mcp-Param-Query header,
+    // which proxies can route on; the SDK checks that the two agree.
+    query: z.string().meta({ "x-mcp-header": "Query" }).describe(
+      "Words to match in tool names and descriptions; empty lists all",
+    ),
     limit: z.number().int().min(1).max(100).optional().describe("Default 10"),
     detail: z.enum(["names", "signatures", "schemas"]).optional().describe("Default signatures"),
   }).strict(),
@@ -157,6 +162,23 @@ export interface CodeExecutorServer {
   refresh(): void;
 }
 
+/**
+ * What every run of one tool call shares: who asks (the principal of an HTTP token, `local` on
+ * stdio), its cancellation (the request's, and over HTTP the connection's: a 2025-era session
+ * does not abort the request when the client drops its stream) and its client channel.
+ */
+function callOptions(server: McpServer, ctx: ServerContext): Pick<
+  RunOptions,
+  "signal" | "client" | "principal"
+> {
+  const request = ctx.http?.req?.signal;
+  return {
+    signal: request ? AbortSignal.any([ctx.mcpReq.signal, request]) : ctx.mcpReq.signal,
+    client: clientChannel(server, ctx),
+    principal: ctx.http?.authInfo?.clientId ?? LOCAL_PRINCIPAL,
+  };
+}
+
 function toToolResult(result: ExecutionResult) {
   return {
     content: [{ type: "text" as const, text: renderResult(result) }],
@@ -206,7 +228,9 @@ async function searchToolsText(
  */
 export function createServer(deps: ServerDeps): CodeExecutorServer {
   const server = new McpServer(SERVER_INFO, {
-    capabilities: { tools: { listChanged: true } },
+    // Logging, prompts and resources are declared (empty) so that generic clients and the
+    // conformance suite find the standard methods answered.
+    capabilities: { tools: { listChanged: true }, logging: {}, prompts: {}, resources: {} },
     instructions:
       "Write a short program instead of calling many tools: run_typescript runs it in a sandbox and returns only what it prints.",
   });
@@ -232,9 +256,8 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
       allowedTools: args.allowedTools,
       timeoutMs: args.timeoutMs,
       permissions: args.permissions,
-      signal: ctx.mcpReq.signal,
-      client: clientChannel(server, ctx),
       sampling: args.sampling,
+      ...callOptions(server, ctx),
     });
     return toToolResult(result);
   });
@@ -256,9 +279,8 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
         allowedTools: args.allowedTools,
         timeoutMs: args.timeoutMs,
         session: args.session,
-        signal: ctx.mcpReq.signal,
-        client: clientChannel(server, ctx),
         sampling: args.sampling,
+        ...callOptions(server, ctx),
       });
       return toToolResult(result);
     });

@@ -1,0 +1,242 @@
+/**
+ * `serve --http`: the MCP endpoint over Streamable HTTP on `Deno.serve`, for both protocol eras
+ * at one URL. 2026-07-28 requests are stateless: the SDK's `createMcpHandler` serves each with a
+ * server of its own. 2025-era traffic (initialize, `Mcp-Session-Id`, the GET stream, DELETE) goes
+ * to {@linkcode LegacySessions}, where sampling, elicitation and progress reach the client through
+ * its stream, as over stdio.
+ *
+ * Before a request reaches either: the request cap, the `Host` and `Origin` checks (DNS
+ * rebinding; 403), the OAuth discovery documents, the path, the body deadline and the principal's
+ * authentication (401/403). `/healthz` and `/readyz` answer without auth and reveal nothing.
+ *
+ * @module
+ */
+import {
+  type AuthInfo,
+  createMcpHandler,
+  hostHeaderValidationResponse,
+  isLegacyRequest,
+  type McpHttpHandler,
+  originValidationResponse,
+} from "@modelcontextprotocol/server";
+import type { Settings } from "../config/settings.ts";
+import type { Logger } from "../log.ts";
+import { type Authenticator, createAuthenticator } from "./http_auth.ts";
+import { LegacySessions, rpcError } from "./http_sessions.ts";
+import { type CodeExecutorServer, createServer, type ServerDeps } from "./server.ts";
+
+/** What the endpoint needs from the rest of the server. */
+export interface HttpEndpointOptions extends ServerDeps {
+  /** The admin's settings (`http`, `limits`). */
+  settings: Settings;
+  /** The environment (`CODE_EXECUTOR_HTTP_TOKEN`). */
+  env: Record<string, string | undefined>;
+  /** Where requests and problems are logged. */
+  log: Logger;
+  /** Whether the upstream catalog is loaded, for `/readyz`. */
+  ready: () => boolean;
+}
+
+/** A listening endpoint. */
+export interface HttpEndpoint {
+  /** The URL of the MCP endpoint as bound (`http://127.0.0.1:3333/mcp`). */
+  url: URL;
+  /** The authentication in force. */
+  auth: Authenticator["mode"];
+  /** Tells every open session and stream that the tool list changed. */
+  toolsChanged(): void;
+  /** Stops accepting requests (new ones get 503), for a drain. */
+  stopAccepting(): void;
+  /** Requests being handled, open streams included. */
+  readonly inFlight: number;
+  /** Closes every session and stream and stops listening. */
+  close(): Promise<void>;
+}
+
+const LOOPBACK_NAMES = ["localhost", "127.0.0.1", "[::1]"];
+
+/** Whether a bind address is loopback only. */
+export function isLoopback(host: string): boolean {
+  const bare = host.replace(/^\[|\]$/g, "");
+  return bare === "localhost" || bare === "::1" || /^127(\.\d{1,3}){3}$/.test(bare);
+}
+
+function isWildcard(host: string): boolean {
+  return host === "0.0.0.0" || host === "::" || host === "[::]";
+}
+
+/** A host name as the SDK's Host and Origin checks compare it: IPv6 in brackets, no port. */
+function hostName(host: string): string {
+  return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
+}
+
+/** The room a request needs: the largest code, JSON-escaped, and never under 10 MiB. */
+function defaultBodyBytes(settings: Settings): number {
+  return Math.max(10 * 1024 * 1024, 6 * settings.limits.maxCodeBytes + 64 * 1024);
+}
+
+/**
+ * The Host names and Origin hosts accepted. Loopback binds accept the localhost names; a
+ * wildcard bind (0.0.0.0) with nothing configured checks no Host, since the name clients use is
+ * unknown (auth is required there); Origin is always checked.
+ */
+function allowlists(settings: Settings): { hosts?: string[]; origins: string[] } {
+  const http = settings.http;
+  const own = isWildcard(http.host) ? [] : [hostName(http.host)];
+  if (http.publicUrl) own.push(hostName(new URL(http.publicUrl).hostname));
+  const local = isLoopback(http.host) ? LOOPBACK_NAMES : [];
+  const hosts = [...new Set([...own, ...local, ...http.allowedHosts.map(hostName)])];
+  const origins = [...new Set([...own, ...local, ...http.allowedOrigins.map(hostName)])];
+  return { hosts: hosts.length > 0 ? hosts : undefined, origins };
+}
+
+/** Races a promise against a deadline; undefined when the deadline comes first. */
+async function within<T>(work: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      work,
+      new Promise<undefined>((r) => timer = setTimeout(() => r(undefined), ms)),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Starts the HTTP endpoint.
+ *
+ * @param options The executor, hub, settings, environment and logger.
+ * @returns The endpoint, listening.
+ * @throws {TypeError} When it would listen beyond loopback without auth, or auth cannot be set
+ *   up; the message says which setting to change.
+ */
+export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<HttpEndpoint> {
+  const { settings, log } = options;
+  const http = settings.http;
+  const bound = new URL(`http://${hostName(http.host)}:${http.port}${http.path}`);
+  const resource = new URL(http.publicUrl ?? bound.href);
+  const auth = await createAuthenticator(settings, { env: options.env, resource });
+  if (auth.mode === "none" && !isLoopback(http.host)) {
+    throw new TypeError(
+      `Refusing to serve HTTP on ${http.host} without authentication: anyone who reaches the port could run code. Set CODE_EXECUTOR_HTTP_TOKEN (or http.tokensFile, or http.oauth), or bind to 127.0.0.1`,
+    );
+  }
+  const maxBodyBytes = http.maxBodyBytes ?? defaultBodyBytes(settings);
+  const build = (): CodeExecutorServer => createServer(options);
+  const modern: McpHttpHandler = createMcpHandler(() => build().server, {
+    legacy: "reject",
+    maxRequestBodySize: maxBodyBytes,
+    onerror: (error) => log.debug(`http: ${error.message}`),
+  });
+  const sessions = new LegacySessions({
+    max: http.maxSessions,
+    idleMs: http.sessionIdleMs,
+    maxBodyBytes,
+    create: build,
+    log,
+  });
+  const { hosts, origins } = allowlists(settings);
+  if (!hosts) {
+    log.warn(
+      `http: the Host header is not checked on ${http.host}; set http.allowedHosts or http.publicUrl to the names clients use`,
+    );
+  }
+
+  let inFlight = 0;
+  let accepting = true;
+  const route = async (request: Request, path: string): Promise<Response> => {
+    if (path === "/healthz") {
+      return Response.json({ status: accepting ? "ok" : "draining" }, {
+        status: accepting ? 200 : 503,
+      });
+    }
+    if (path === "/readyz") {
+      const ready = accepting && options.ready();
+      return Response.json({ ready }, { status: ready ? 200 : 503 });
+    }
+    if (!accepting) return rpcError(503, -32000, "The server is shutting down");
+    const refused = (hosts ? hostHeaderValidationResponse(request, hosts) : undefined) ??
+      originValidationResponse(request, origins);
+    if (refused) return refused;
+    const metadata = auth.metadata(request);
+    if (metadata) return metadata;
+    if (path !== http.path) {
+      return rpcError(404, -32000, `Not found: the MCP endpoint is ${http.path}`);
+    }
+    const principal = await auth.authenticate(request);
+    if (principal instanceof Response) return principal;
+    (request as Request & { principal?: string }).principal = principal.clientId;
+    const legacy = await within(
+      isLegacyRequest(request, undefined, { maxRequestBodySize: maxBodyBytes }),
+      http.bodyTimeoutMs,
+    );
+    if (legacy === undefined) {
+      return rpcError(
+        408,
+        -32000,
+        `Request timeout: the body did not arrive within ${http.bodyTimeoutMs} ms (http.bodyTimeoutMs)`,
+      );
+    }
+    return legacy
+      ? await sessions.handle(request, principal as AuthInfo)
+      : await modern.fetch(request, { authInfo: principal });
+  };
+
+  const server = Deno.serve({
+    hostname: http.host,
+    port: http.port,
+    onListen: () => {},
+    onError: (error) => {
+      log.error(`http: ${(error as Error).stack ?? error}`);
+      return rpcError(500, -32603, "Internal error");
+    },
+  }, async (request) => {
+    const started = performance.now();
+    const path = new URL(request.url).pathname;
+    if (inFlight >= http.maxRequests) {
+      return rpcError(
+        503,
+        -32000,
+        `Too many requests at once (http.maxRequests ${http.maxRequests}); retry shortly`,
+      );
+    }
+    inFlight++;
+    let response: Response;
+    try {
+      response = await route(request, path);
+    } finally {
+      inFlight--;
+    }
+    const who = (request as Request & { principal?: string }).principal ?? "-";
+    log.info(
+      `http: ${request.method} ${path} ${response.status} ${
+        Math.round(performance.now() - started)
+      } ms principal=${who}`,
+    );
+    return response;
+  });
+
+  const addr = server.addr as Deno.NetAddr;
+  const url = new URL(`http://${hostName(http.host)}:${addr.port}${http.path}`);
+  return {
+    url,
+    auth: auth.mode,
+    get inFlight() {
+      return inFlight;
+    },
+    toolsChanged() {
+      for (const session of sessions.servers()) session.refresh();
+      modern.notify.toolsChanged();
+    },
+    stopAccepting() {
+      accepting = false;
+    },
+    async close() {
+      accepting = false;
+      await sessions.close();
+      await modern.close().catch(() => {});
+      await within(server.shutdown(), 5_000);
+    },
+  };
+}

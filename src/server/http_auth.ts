@@ -1,0 +1,287 @@
+/**
+ * Who is calling over HTTP. Every request runs as a principal: the name of its bearer token
+ * (`CODE_EXECUTOR_HTTP_TOKEN` is `default`; `http.tokensFile` names each token), the subject of its
+ * OAuth 2.1 access token, or `local` when the server runs without auth on loopback. The SDK's
+ * bearer gate does the HTTP side (the `WWW-Authenticate` challenges, `insufficient_scope`, expiry);
+ * this module supplies the verifiers, and the protected-resource metadata for OAuth.
+ *
+ * Tokens are compared in constant time (SHA-256 digests through `timingSafeEqual`) and never
+ * leave this module: not into logs, the audit log, sandbox code or upstream requests.
+ *
+ * @module
+ */
+import { createHash, timingSafeEqual } from "node:crypto";
+import {
+  type AuthInfo,
+  type AuthMetadataOptions,
+  getOAuthProtectedResourceMetadataUrl,
+  OAuthError,
+  OAuthErrorCode,
+  oauthMetadataResponse,
+  type OAuthTokenVerifier,
+  requireBearerAuth,
+} from "@modelcontextprotocol/server";
+import { createRemoteJWKSet, errors as joseErrors, jwtVerify } from "jose";
+import type { Settings } from "../config/settings.ts";
+import { LOCAL_PRINCIPAL } from "../exec/executor.ts";
+
+/** How requests are authenticated. */
+export type AuthMode = "none" | "bearer" | "oauth";
+
+/** The principal a token stands for, and the token's hash. */
+interface NamedToken {
+  principal: string;
+  digest: Uint8Array;
+}
+
+/** Authentication of the HTTP endpoint. */
+export interface Authenticator {
+  /** The mode in force. */
+  readonly mode: AuthMode;
+  /** The OAuth discovery documents (RFC 9728 and the issuer's), or undefined for other paths. */
+  metadata(request: Request): Response | undefined;
+  /** The request's principal (`clientId`), or the 401/403 response to send instead. */
+  authenticate(request: Request): Promise<AuthInfo | Response>;
+}
+
+/** What {@linkcode createAuthenticator} needs besides the settings. */
+export interface AuthenticatorOptions {
+  /** The environment (`CODE_EXECUTOR_HTTP_TOKEN`). */
+  env: Record<string, string | undefined>;
+  /** This server's resource URL: the OAuth audience and the protected resource. */
+  resource: URL;
+  /** Fetches the issuer's metadata and JWKS; `fetch` by default. */
+  fetch?: typeof fetch;
+}
+
+/** A principal's name in the tokens file: printable, no spaces. */
+const PRINCIPAL = /^[A-Za-z0-9_.@:+-]{1,64}$/;
+/** Tokens shorter than this are refused: they could be guessed. */
+const MIN_TOKEN_LENGTH = 16;
+/** Bearer tokens do not expire; the SDK's gate requires an expiry, so give one far away. */
+const NEVER = Number.MAX_SAFE_INTEGER;
+
+function sha256(bytes: Uint8Array): Uint8Array {
+  return new Uint8Array(createHash("sha256").update(bytes).digest());
+}
+
+/**
+ * Reads a tokens file: one `principal token` pair a line; blank lines and `#` comments skipped.
+ * The file must not be readable by group or others, like an SSH key.
+ *
+ * @param path The file.
+ * @returns The principals and their tokens' digests.
+ * @throws {TypeError} When the file is readable by others or a line is malformed.
+ */
+export async function readTokensFile(path: string): Promise<Array<[string, Uint8Array]>> {
+  const info = await Deno.stat(path);
+  if (Deno.build.os !== "windows" && info.mode !== null && (info.mode & 0o077) !== 0) {
+    throw new TypeError(
+      `Refusing http.tokensFile ${path}: it is readable by others (mode ${
+        (info.mode & 0o777).toString(8)
+      }); run chmod 600 ${path}`,
+    );
+  }
+  const entries: Array<[string, Uint8Array]> = [];
+  const seen = new Set<string>();
+  const lines = (await Deno.readTextFile(path)).split("\n");
+  lines.forEach((raw, index) => {
+    const line = raw.trim();
+    if (line === "" || line.startsWith("#")) return;
+    const [principal, token, ...rest] = line.split(/\s+/);
+    const where = `http.tokensFile ${path}, line ${index + 1}`;
+    if (!token || rest.length > 0 || !PRINCIPAL.test(principal)) {
+      throw new TypeError(
+        `Invalid ${where}: expected "principal token" (principal: letters, digits and _.@:+-)`,
+      );
+    }
+    if (token.length < MIN_TOKEN_LENGTH) {
+      throw new TypeError(
+        `Invalid ${where}: the token is shorter than ${MIN_TOKEN_LENGTH} characters; generate one with code-executor setup --http-token`,
+      );
+    }
+    if (seen.has(principal)) {
+      throw new TypeError(`Invalid ${where}: "${principal}" is listed twice`);
+    }
+    seen.add(principal);
+    entries.push([principal, sha256(new TextEncoder().encode(token))]);
+  });
+  return entries;
+}
+
+/** Generates a random bearer token (256 bits, base64url). */
+export function generateToken(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(32));
+  return btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(
+    /=+$/,
+    "",
+  );
+}
+
+function bearerVerifier(tokens: NamedToken[]): OAuthTokenVerifier {
+  return {
+    verifyAccessToken(token: string): Promise<AuthInfo> {
+      const presented = sha256(new TextEncoder().encode(token));
+      let principal: string | undefined;
+      // Every entry is compared, so that the time taken says nothing about which one matched.
+      for (const entry of tokens) {
+        if (timingSafeEqual(presented, entry.digest)) principal ??= entry.principal;
+      }
+      if (principal === undefined) {
+        return Promise.reject(new OAuthError(OAuthErrorCode.InvalidToken, "Invalid token"));
+      }
+      return Promise.resolve({ token, clientId: principal, scopes: [], expiresAt: NEVER });
+    },
+  };
+}
+
+/** The mode the settings ask for, with `auto` resolved. */
+export function authMode(settings: Settings, env: Record<string, string | undefined>): AuthMode {
+  const http = settings.http;
+  if (http.auth !== "auto") return http.auth;
+  if (env.CODE_EXECUTOR_HTTP_TOKEN || http.tokensFile) return "bearer";
+  if (http.oauth) return "oauth";
+  return "none";
+}
+
+async function issuerMetadata(
+  issuer: string,
+  doFetch: typeof fetch,
+): Promise<Record<string, unknown> | undefined> {
+  const base = issuer.endsWith("/") ? issuer : `${issuer}/`;
+  for (
+    const path of [".well-known/oauth-authorization-server", ".well-known/openid-configuration"]
+  ) {
+    try {
+      const response = await doFetch(new URL(path, base), { signal: AbortSignal.timeout(5_000) });
+      if (response.ok) return await response.json();
+      await response.body?.cancel();
+    } catch {
+      // Try the next well-known document.
+    }
+  }
+  return undefined;
+}
+
+async function oauthAuthenticator(
+  settings: Settings,
+  options: AuthenticatorOptions,
+): Promise<Authenticator> {
+  const oauth = settings.http.oauth!;
+  const doFetch = options.fetch ?? fetch;
+  const meta = await issuerMetadata(oauth.issuer, doFetch);
+  const jwksUri = oauth.jwksUri ?? (typeof meta?.jwks_uri === "string" ? meta.jwks_uri : undefined);
+  if (!jwksUri) {
+    throw new TypeError(
+      `Cannot use OAuth: the issuer ${oauth.issuer} publishes no metadata with a jwks_uri; check http.oauth.issuer, or set http.oauth.jwksUri`,
+    );
+  }
+  const jwks = createRemoteJWKSet(new URL(jwksUri), {
+    cooldownDuration: oauth.jwksCooldownMs,
+    timeoutDuration: 5_000,
+  });
+  const resource = options.resource;
+  const audience = oauth.audience ?? resource.href;
+  const verifier: OAuthTokenVerifier = {
+    async verifyAccessToken(token: string): Promise<AuthInfo> {
+      try {
+        const { payload } = await jwtVerify(token, jwks, {
+          issuer: oauth.issuer,
+          audience,
+          algorithms: oauth.algorithms,
+          requiredClaims: ["exp"],
+          clockTolerance: oauth.clockToleranceSec,
+        });
+        const scopes = typeof payload.scope === "string"
+          ? payload.scope.split(" ").filter(Boolean)
+          : Array.isArray(payload.scp)
+          ? payload.scp.map(String)
+          : [];
+        const principal = String(payload.sub ?? payload.client_id ?? "");
+        if (!principal) {
+          throw new OAuthError(OAuthErrorCode.InvalidToken, "The token names no subject");
+        }
+        return { token, clientId: principal, scopes, expiresAt: payload.exp, resource };
+      } catch (error) {
+        if (error instanceof OAuthError) throw error;
+        const code = error instanceof joseErrors.JOSEError ? error.code : "ERR_INVALID";
+        throw new OAuthError(OAuthErrorCode.InvalidToken, `Invalid token (${code})`);
+      }
+    },
+  };
+  const resourceMetadataUrl = getOAuthProtectedResourceMetadataUrl(resource);
+  const gate = requireBearerAuth({
+    verifier,
+    requiredScopes: oauth.scopes,
+    resourceMetadataUrl,
+    expectedResource: resource,
+  });
+  const metadataOptions: AuthMetadataOptions = {
+    oauthMetadata: (meta ?? { issuer: oauth.issuer }) as AuthMetadataOptions["oauthMetadata"],
+    resourceServerUrl: resource,
+    scopesSupported: oauth.scopes.length > 0 ? oauth.scopes : undefined,
+    resourceName: "Code Executor",
+  };
+  return {
+    mode: "oauth",
+    metadata: (request) => oauthMetadataResponse(request, metadataOptions),
+    authenticate: gate,
+  };
+}
+
+/**
+ * Builds the authentication of the HTTP endpoint from the settings.
+ *
+ * @param settings The admin's settings (`http`).
+ * @param options The environment and this server's resource URL.
+ * @returns The authenticator.
+ * @throws {TypeError} When the tokens or the OAuth issuer cannot be used; the message says which
+ *   setting to fix.
+ */
+export async function createAuthenticator(
+  settings: Settings,
+  options: AuthenticatorOptions,
+): Promise<Authenticator> {
+  const mode = authMode(settings, options.env);
+  if (mode === "oauth") {
+    if (!settings.http.oauth) {
+      throw new TypeError(
+        "http.auth is oauth but http.oauth is not set: set http.oauth.issuer (CODE_EXECUTOR_OAUTH_ISSUER)",
+      );
+    }
+    return await oauthAuthenticator(settings, options);
+  }
+  if (mode === "none") {
+    const local: AuthInfo = { token: "", clientId: LOCAL_PRINCIPAL, scopes: [], expiresAt: NEVER };
+    return {
+      mode,
+      metadata: () => undefined,
+      authenticate: () => Promise.resolve(local),
+    };
+  }
+  const tokens: NamedToken[] = [];
+  const single = options.env.CODE_EXECUTOR_HTTP_TOKEN;
+  if (single) {
+    if (single.length < MIN_TOKEN_LENGTH) {
+      throw new TypeError(
+        `CODE_EXECUTOR_HTTP_TOKEN is shorter than ${MIN_TOKEN_LENGTH} characters; generate one with code-executor setup --http-token`,
+      );
+    }
+    tokens.push({ principal: "default", digest: sha256(new TextEncoder().encode(single)) });
+  }
+  if (settings.http.tokensFile) {
+    for (const [principal, hash] of await readTokensFile(settings.http.tokensFile)) {
+      tokens.push({ principal, digest: hash });
+    }
+  }
+  if (tokens.length === 0) {
+    throw new TypeError(
+      "http.auth is bearer but no token is set: set CODE_EXECUTOR_HTTP_TOKEN or http.tokensFile (code-executor setup --http-token makes one)",
+    );
+  }
+  return {
+    mode,
+    metadata: () => undefined,
+    authenticate: requireBearerAuth({ verifier: bearerVerifier(tokens) }),
+  };
+}

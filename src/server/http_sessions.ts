@@ -1,0 +1,169 @@
+/**
+ * The 2025-era sessions of the HTTP endpoint: `initialize` opens one (an MCP server and the SDK's
+ * `WebStandardStreamableHTTPServerTransport`, under a random `Mcp-Session-Id`), later requests
+ * carry its id, GET opens its stream of server-to-client messages (sampling, elicitation,
+ * progress, list changes), DELETE closes it. The SDK has no session table, so this is it: each
+ * session is bound to the principal that opened it (another principal's request gets 404, as an
+ * unknown id would), idle sessions are closed, and their number is capped.
+ *
+ * @module
+ */
+import {
+  type AuthInfo,
+  isInitializeRequest,
+  readRequestBody,
+  WebStandardStreamableHTTPServerTransport,
+} from "@modelcontextprotocol/server";
+import type { Logger } from "../log.ts";
+import type { CodeExecutorServer } from "./server.ts";
+
+/** What {@linkcode LegacySessions} needs. */
+export interface LegacySessionsOptions {
+  /** Sessions open at once (`http.maxSessions`). */
+  max: number;
+  /** Idle time after which a session is closed (`http.sessionIdleMs`). */
+  idleMs: number;
+  /** The largest request body. */
+  maxBodyBytes: number;
+  /** Builds the MCP server of a new session. */
+  create: () => CodeExecutorServer;
+  /** Where session events are reported. */
+  log: Logger;
+}
+
+interface Session {
+  transport: WebStandardStreamableHTTPServerTransport;
+  server: CodeExecutorServer;
+  principal: string;
+  lastSeen: number;
+}
+
+/** A JSON-RPC error response with an HTTP status, as the SDK's transport answers. */
+export function rpcError(status: number, code: number, message: string): Response {
+  return Response.json({ jsonrpc: "2.0", error: { code, message }, id: null }, { status });
+}
+
+/** The open 2025-era sessions of one HTTP endpoint. */
+export class LegacySessions {
+  #options: LegacySessionsOptions;
+  #sessions = new Map<string, Session>();
+  #sweeper: ReturnType<typeof setInterval> | undefined;
+  #closed = false;
+
+  /**
+   * @param options The cap, the idle time, the body limit and the server factory.
+   */
+  constructor(options: LegacySessionsOptions) {
+    this.#options = options;
+  }
+
+  /** Number of open sessions. */
+  get size(): number {
+    return this.#sessions.size;
+  }
+
+  /** The MCP servers of the open sessions (to tell them the tool list changed). */
+  servers(): CodeExecutorServer[] {
+    return [...this.#sessions.values()].map((session) => session.server);
+  }
+
+  /**
+   * Serves one 2025-era request: a request of an open session, or an `initialize` that opens one.
+   *
+   * @param request The HTTP request.
+   * @param authInfo Its principal (`clientId`).
+   * @returns The response.
+   */
+  async handle(request: Request, authInfo: AuthInfo): Promise<Response> {
+    const id = request.headers.get("mcp-session-id");
+    if (id !== null) {
+      const session = this.#sessions.get(id);
+      // Another principal's session is as unknown to the caller as one that never existed.
+      if (!session || session.principal !== authInfo.clientId) {
+        return rpcError(404, -32001, "Session not found: initialize a new session");
+      }
+      session.lastSeen = Date.now();
+      return await session.transport.handleRequest(request, { authInfo });
+    }
+    if (request.method !== "POST") {
+      return rpcError(400, -32000, "Bad Request: Mcp-Session-Id header is required");
+    }
+    const read = await readRequestBody(request.clone(), this.#options.maxBodyBytes);
+    if (read.tooLarge) return rpcError(413, -32000, "Payload Too Large");
+    let body: unknown;
+    try {
+      body = JSON.parse(read.text);
+    } catch {
+      return rpcError(400, -32700, "Parse error: the body is not JSON");
+    }
+    if (!isInitializeRequest(body)) {
+      return rpcError(400, -32000, "Bad Request: Mcp-Session-Id header is required");
+    }
+    if (this.#closed) return rpcError(503, -32000, "The server is shutting down");
+    if (this.#sessions.size >= this.#options.max) {
+      return rpcError(
+        503,
+        -32000,
+        `Too many sessions: ${this.#options.max} are open (http.maxSessions); close one (DELETE) or retry later`,
+      );
+    }
+    return await this.#open(request, authInfo, body);
+  }
+
+  async #open(request: Request, authInfo: AuthInfo, body: unknown): Promise<Response> {
+    const server = this.#options.create();
+    const principal = authInfo.clientId;
+    const transport: WebStandardStreamableHTTPServerTransport =
+      new WebStandardStreamableHTTPServerTransport({
+        sessionIdGenerator: () => crypto.randomUUID(),
+        maxRequestBodySize: this.#options.maxBodyBytes,
+        onsessioninitialized: (id) => {
+          this.#sessions.set(id, { transport, server, principal, lastSeen: Date.now() });
+          this.#startSweeper();
+          this.#options.log.debug(`http: session ${id} opened by ${principal}`);
+        },
+        onsessionclosed: (id) => this.#forget(id),
+      });
+    // Set before connect: the SDK wraps an onclose that exists then, and replacing it afterwards
+    // would drop the SDK's own handling (aborting the handlers in flight).
+    transport.onclose = () => {
+      if (transport.sessionId) this.#forget(transport.sessionId);
+      void server.server.close().catch(() => {});
+    };
+    await server.server.connect(transport);
+    return await transport.handleRequest(request, { authInfo, parsedBody: body });
+  }
+
+  #forget(id: string): void {
+    if (this.#sessions.delete(id)) this.#options.log.debug(`http: session ${id} closed`);
+    if (this.#sessions.size === 0) this.#stopSweeper();
+  }
+
+  #startSweeper(): void {
+    if (this.#sweeper !== undefined) return;
+    this.#sweeper = setInterval(() => {
+      const now = Date.now();
+      for (const [id, session] of this.#sessions) {
+        if (now - session.lastSeen < this.#options.idleMs) continue;
+        this.#options.log.info(`http: closing session ${id}, idle past http.sessionIdleMs`);
+        this.#sessions.delete(id);
+        void session.transport.close().catch(() => {});
+      }
+      if (this.#sessions.size === 0) this.#stopSweeper();
+    }, Math.min(this.#options.idleMs, 60_000));
+  }
+
+  #stopSweeper(): void {
+    clearInterval(this.#sweeper);
+    this.#sweeper = undefined;
+  }
+
+  /** Closes every session (their handlers in flight are aborted) and refuses new ones. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#stopSweeper();
+    const open = [...this.#sessions.values()];
+    this.#sessions.clear();
+    await Promise.all(open.map((session) => session.transport.close().catch(() => {})));
+  }
+}
