@@ -40,7 +40,12 @@ export interface Authenticator {
   readonly mode: AuthMode;
   /** The OAuth discovery documents (RFC 9728 and the issuer's), or undefined for other paths. */
   metadata(request: Request): Response | undefined;
-  /** The request's principal (`clientId`), or the 401/403 response to send instead. */
+  /**
+   * The request's principal (`clientId`), or the 401/403 response to send instead.
+   *
+   * @internal It returns the MCP SDK's type, which `deno doc --lint` takes for a private one
+   * (denoland/deno#27364); the SDK documents it.
+   */
   authenticate(request: Request): Promise<AuthInfo | Response>;
 }
 

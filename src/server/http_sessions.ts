@@ -51,6 +51,8 @@ export class LegacySessions {
   #closed = false;
 
   /**
+   * Creates an empty set of sessions; the idle sweep starts with the first session.
+   *
    * @param options The cap, the idle time, the body limit and the server factory.
    */
   constructor(options: LegacySessionsOptions) {
@@ -73,6 +75,8 @@ export class LegacySessions {
    * @param request The HTTP request.
    * @param authInfo Its principal (`clientId`).
    * @returns The response.
+   * @internal It takes the MCP SDK's type, which `deno doc --lint` takes for a private one
+   * (denoland/deno#27364); the SDK documents it.
    */
   async handle(request: Request, authInfo: AuthInfo): Promise<Response> {
     const id = request.headers.get("mcp-session-id");
