@@ -8,6 +8,7 @@ import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { eventually, leftovers } from "./_helpers.ts";
 import { denoDir, hostPath, LIMITS, pyodideDir, snapshotPath, workerPath } from "./_pyodide.ts";
 import { PyChild, type PyChildOptions } from "../src/exec/py_sandbox.ts";
+import { parentDeathHelper } from "../src/parent_death.ts";
 import { removeStaleDirs } from "../src/exec/runtime_files.ts";
 import { createLogger } from "../src/log.ts";
 
@@ -200,8 +201,9 @@ Deno.test("PyChild.run() bounds JavaScript scheduled through the js bridge by th
   });
 });
 
-Deno.test("removeStaleDirs() kills the session child a SIGKILLed host left stopped", async () => {
-  // Stopped, the child cannot notice that its stdin ended: the next start must end it.
+Deno.test("a session child stopped between calls does not outlive a SIGKILLed host", async () => {
+  // Stopped, the child cannot notice that its stdin ended: the kernel ends it where setpriv
+  // --pdeathsig is available, and the next start (removeStaleDirs) where it is not.
   const tempRoot = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-py-orphan-" }));
   const host = new Deno.Command(Deno.execPath(), {
     args: [
@@ -227,8 +229,15 @@ Deno.test("removeStaleDirs() kills the session child a SIGKILLed host left stopp
     host.kill("SIGKILL");
     await host.status;
     await reader.cancel();
-    assertEquals((await processStat(pid)).state, "T", "the orphaned child stays stopped");
-
+    if (parentDeathHelper()) {
+      // Started through setpriv --pdeathsig KILL: the kernel kills it, stopped or not.
+      assert(
+        await eventually(() => processGone(pid), 2_000),
+        `the stopped child ${pid} outlived its host`,
+      );
+    } else {
+      assertEquals((await processStat(pid)).state, "T", "the orphaned child stays stopped");
+    }
     await removeStaleDirs(tempRoot, log);
     assert(await eventually(() => processGone(pid)), `sandbox process ${pid} left behind`);
     assertEquals(await leftovers(tempRoot), [], "stale sandbox directories left behind");

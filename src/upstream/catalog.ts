@@ -107,6 +107,7 @@ export class ToolCatalog {
   #validators = new Map<string, Validate>();
   #ajv07: AjvLike | undefined;
   #ajv2020: AjvLike | undefined;
+  #saving: Promise<void> = Promise.resolve();
 
   /**
    * Creates an empty catalog; servers are listed on first use, not here.
@@ -135,7 +136,18 @@ export class ToolCatalog {
     }
   }
 
-  async #saveCache(): Promise<void> {
+  /**
+   * Saves the lists, one save at a time: servers listed side by side each ask for a save, and
+   * two writes racing through one temp file could leave the older list behind (seen under load:
+   * a cache that lacked one of two servers).
+   */
+  #saveCache(): Promise<void> {
+    const next = this.#saving.then(() => this.#writeCache());
+    this.#saving = next.catch(() => {});
+    return next;
+  }
+
+  async #writeCache(): Promise<void> {
     const file = this.#options.cacheFile;
     if (!file) return;
     const data = {
