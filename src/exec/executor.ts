@@ -14,11 +14,9 @@ import {
   type GrantedPermissions,
   isDefaultProfile,
   narrowPermissions,
-  type RequestedPermissions,
 } from "../policy/permissions.ts";
 import type { AuditLog } from "../policy/audit.ts";
 import { ToolPolicy } from "../policy/tool_policy.ts";
-import type { ClientChannel } from "../sampling/channel.ts";
 import { createProviderBackend } from "../sampling/providers.ts";
 import { ClientSession } from "../sampling/session.ts";
 import type { SamplingBackend } from "../sampling/types.ts";
@@ -40,46 +38,18 @@ import { ToolBridge } from "./tool_bridge.ts";
 import { scrubEmitCache, TsChild, type TsChildOptions } from "./ts_sandbox.ts";
 import { wrapTypescript } from "./ts_source.ts";
 import { WarmPool } from "./warm_pool.ts";
+import {
+  type ExecutorOptions,
+  LOCAL_PRINCIPAL,
+  type PythonRunOptions,
+  type RunOptions,
+} from "./run_options.ts";
 import { abortError, CodeExecutorError } from "../errors.ts";
 
 type BaseChildOptions = Omit<TsChildOptions, "net" | "read" | "write">;
 
-/** The principal of stdio and of HTTP without authentication: the machine's own user. */
-export const LOCAL_PRINCIPAL = "local";
-
-/** Options of one run. */
-export interface RunOptions {
-  /** Wall-clock limit; defaults to `limits.timeoutMs`, at most `limits.maxTimeoutMs`. */
-  timeoutMs?: number;
-  /** Extra permissions, narrowed against the admin's settings. */
-  permissions?: RequestedPermissions;
-  /** Globs of upstream tools the code may call, narrowing the admin's `tools.allow`. */
-  allowedTools?: string[];
-  /** Aborting it cancels the run, queued or running. */
-  signal?: AbortSignal;
-  /** The MCP client of the tool call: its model, its user, its progress token. */
-  client?: ClientChannel;
-  /** Lower LLM caps for this run; each at most the admin's `sampling` value. */
-  sampling?: { maxRounds?: number; maxTokens?: number };
-  /** Who runs: `local` (the default) on stdio, the token's principal over HTTP. */
-  principal?: string;
-}
-
-/** Options of a Python run. */
-export interface PythonRunOptions extends Omit<RunOptions, "permissions"> {
-  /** Keep the interpreter under this id for later runs (globals persist); fresh when omitted. */
-  session?: string;
-}
-
-/** Options of {@linkcode Executor}. */
-export interface ExecutorOptions {
-  /** Where to report problems. */
-  log: Logger;
-  /** Upstream MCP servers the code may call; none when omitted. */
-  hub?: Hub;
-  /** Where executions and tool calls are recorded; nothing is recorded when omitted. */
-  audit?: AuditLog;
-}
+export { LOCAL_PRINCIPAL } from "./run_options.ts";
+export type { ExecutorOptions, PythonRunOptions, RunOptions } from "./run_options.ts";
 
 /** A child borrowed for one run, and what to do with it afterwards. */
 interface Lease {

@@ -1,0 +1,227 @@
+/**
+ * The settings' schema: every key, its type, its default and what it means. The admin's values
+ * are ceilings that callers of the MCP tools can only narrow; unknown keys are errors.
+ *
+ * @module
+ */
+import { z } from "zod";
+
+const positiveInt = z.number().int().positive();
+
+const LimitsSchema = z.object({
+  /** Default wall-clock limit of one execution. */
+  timeoutMs: positiveInt.default(30_000),
+  /** The largest `timeoutMs` a caller may ask for. */
+  maxTimeoutMs: positiveInt.default(300_000),
+  /** Resident memory of one sandbox process, in MB (V8 heap flag and RSS watchdog). */
+  memoryMb: z.number().int().min(64).default(256),
+  /** Captured bytes per output stream (stdout, stderr) before the run is stopped. */
+  maxOutputBytes: positiveInt.default(100 * 1024),
+  /** Executions running at once; more are queued. */
+  maxConcurrent: positiveInt.default(4),
+  /** Executions waiting for a slot before new ones are refused. */
+  maxQueued: z.number().int().min(0).default(64),
+  /** Size of the `code` argument, in bytes. */
+  maxCodeBytes: positiveInt.default(1024 * 1024),
+  /** Executions started per minute, across callers; 0 is unlimited. */
+  executionsPerMinute: z.number().int().min(0).default(0),
+  /** Executions one principal may start per minute; 0 is unlimited. */
+  principalExecutionsPerMinute: z.number().int().min(0).default(0),
+  /**
+   * Executions one principal may run at once; 0 means `maxConcurrent`. Free slots always go first
+   * to the waiting principal with the fewest runs, so one caller cannot starve the others.
+   */
+  principalMaxConcurrent: z.number().int().min(0).default(0),
+}).strict();
+
+const SandboxSchema = z.object({
+  /** Pre-started TypeScript children for the default permission profile; 0 turns the pool off. */
+  warmPool: z.number().int().min(0).max(32).default(2),
+  /** The `deno` executable used for sandbox children; found automatically when unset. */
+  denoPath: z.string().min(1).optional(),
+  /** Where private workspaces are created; the system temp directory when unset. */
+  tempDir: z.string().min(1).optional(),
+}).strict();
+
+const PermissionsSchema = z.object({
+  /** Hosts (`host` or `host:port`) that callers may grant to sandbox code with `permissions.net`. */
+  net: z.array(z.string().min(1)).default([]),
+}).strict();
+
+const ToolsSchema = z.object({
+  /** Globs of upstream tools that may be called (`mcp__github__*`); callers can only narrow it. */
+  allow: z.array(z.string().min(1)).default(["*"]),
+  /** Globs of upstream tools that may never be called; deny wins over allow. */
+  deny: z.array(z.string().min(1)).default([]),
+  /** Upstream tool calls one execution may make. */
+  maxCallsPerExecution: positiveInt.default(1000),
+  /** Calls per minute to any one upstream server, across executions; 0 is unlimited. */
+  callsPerMinutePerServer: z.number().int().min(0).default(0),
+  /** Time allowed for one upstream call unless the server's config sets `timeout`. */
+  callTimeoutMs: positiveInt.default(60_000),
+  /** Size of one tool result handed to sandbox code, in bytes (JSON). */
+  maxResultBytes: positiveInt.default(5 * 1024 * 1024),
+}).strict();
+
+const PythonSchema = z.object({
+  /** Whether `run_python` is offered at all. */
+  enabled: z.boolean().default(true),
+  /** Pre-started Python children (each ~160 MB); 0 turns the pool off. */
+  warmPool: z.number().int().min(0).max(16).default(2),
+  /** Top-level modules Python code may import, or "*"; a guide, not a wall (see README). */
+  allowedImports: z.union([z.literal("*"), z.array(z.string().min(1))]).optional(),
+  /** Resident memory of one Python sandbox, in MB (Pyodide itself needs ~160 MB). */
+  memoryMb: z.number().int().min(192).default(512),
+  /** Time between the interrupt at the deadline and SIGKILL, for code that ignores it. */
+  interruptGraceMs: z.number().int().min(0).max(10_000).default(500),
+  /** Idle time after which a session's interpreter is discarded. */
+  sessionTtlMs: positiveInt.default(600_000),
+  /** Sessions open at once. */
+  maxSessions: positiveInt.default(8),
+  /** Directories of pure-Python wheels (*.whl) to make importable. */
+  wheelDirs: z.array(z.string().min(1)).default([]),
+}).strict();
+
+const OAuthSchema = z.object({
+  /** The authorization server's issuer URL; its metadata names the JWKS. */
+  issuer: z.url(),
+  /** The JWKS URL, when the issuer's metadata cannot be fetched at start. */
+  jwksUri: z.url().optional(),
+  /** The expected `aud`; this server's resource URL (`http.publicUrl`) when unset. */
+  audience: z.string().min(1).optional(),
+  /** Scopes every token must carry. */
+  scopes: z.array(z.string().min(1)).default([]),
+  /** JWS algorithms accepted (never `none`, never HMAC with a public key). */
+  algorithms: z.array(
+    z.enum([
+      "RS256",
+      "RS384",
+      "RS512",
+      "PS256",
+      "PS384",
+      "PS512",
+      "ES256",
+      "ES384",
+      "ES512",
+      "EdDSA",
+    ]),
+  )
+    .min(1).default(["RS256", "PS256", "ES256", "EdDSA"]),
+  /** The least time between two fetches of the JWKS for an unknown `kid`. */
+  jwksCooldownMs: z.number().int().min(0).default(30_000),
+  /** Clock skew allowed for `exp` and `nbf`, in seconds. */
+  clockToleranceSec: z.number().int().min(0).max(300).default(5),
+}).strict();
+
+const HttpSchema = z.object({
+  /** The address to listen on; loopback by default. */
+  host: z.string().min(1).default("127.0.0.1"),
+  /** The port; 0 picks a free one. */
+  port: z.number().int().min(0).max(65535).default(3333),
+  /** The MCP endpoint's path. */
+  path: z.string().regex(/^\/[^?#]*$/, "must start with / and hold no query").default("/mcp"),
+  /** The URL clients reach the endpoint at (behind a proxy); `http://host:port/path` when unset. */
+  publicUrl: z.url().optional(),
+  /** More `Host` names (no port) accepted besides the bound host (and localhost names on loopback). */
+  allowedHosts: z.array(z.string().min(1)).default([]),
+  /** Browser `Origin` hosts accepted (no port); the bound host's and localhost names on loopback. */
+  allowedOrigins: z.array(z.string().min(1)).default([]),
+  /** `auto`: `bearer` when tokens are set, `oauth` when `http.oauth` is, else `none`. */
+  auth: z.enum(["auto", "none", "bearer", "oauth"]).default("auto"),
+  /** A file (mode 0600) with one `principal token` pair a line. */
+  tokensFile: z.string().min(1).optional(),
+  /** OAuth 2.1 resource-server settings. */
+  oauth: OAuthSchema.optional(),
+  /** How long runs in flight may finish after SIGTERM/SIGINT before they are stopped. */
+  drainMs: z.number().int().min(0).default(10_000),
+  /** The largest request body; room for `limits.maxCodeBytes` of code when unset. */
+  maxBodyBytes: positiveInt.optional(),
+  /** Time allowed to receive a request's body. */
+  bodyTimeoutMs: positiveInt.default(30_000),
+  /** Requests handled at once (open streams included); more get 503. */
+  maxRequests: positiveInt.default(256),
+  /** 2025-era sessions open at once; a new one past it gets 503. */
+  maxSessions: positiveInt.default(100),
+  /** Idle time after which a 2025-era session is closed. */
+  sessionIdleMs: positiveInt.default(30 * 60_000),
+}).strict();
+
+const AuditSchema = z.object({
+  /** Whether executions and tool calls are recorded. */
+  enabled: z.boolean().default(true),
+  /** The JSONL file; `~/.code-executor/audit.jsonl` when unset. */
+  path: z.string().min(1).optional(),
+  /** Size at which the file is rotated. */
+  maxBytes: positiveInt.default(10 * 1024 * 1024),
+  /** Files kept, the current one included. */
+  maxFiles: positiveInt.default(5),
+  /** Record the code itself, not only its SHA-256. */
+  includeCode: z.boolean().default(false),
+}).strict();
+
+const ProviderSchema = z.object({
+  /** Which wire format: Anthropic Messages, OpenAI-compatible chat completions, or Gemini. */
+  provider: z.enum(["anthropic", "openai", "gemini"]),
+  /** The API's base URL (HTTPS, or http on loopback); each provider's public one when unset. */
+  baseUrl: z.url().optional(),
+  /** The model used when sandbox code names none; the provider's default when unset. */
+  model: z.string().min(1).optional(),
+  /** The environment variable holding the API key; the provider's usual one when unset. */
+  apiKeyEnv: z.string().optional(),
+  /** Models sandbox code may ask for; any when unset. */
+  allowedModels: z.array(z.string().min(1)).optional(),
+  /** Time allowed for one request, retries included (default 60000). */
+  timeoutMs: positiveInt.optional(),
+  /** Retries after a 429, a 5xx or a network error (default 2). */
+  maxRetries: z.number().int().min(0).max(10).optional(),
+  /** `openai` only: the body field of the output cap. */
+  maxTokensField: z.enum(["max_tokens", "max_completion_tokens"]).optional(),
+}).strict();
+
+const SamplingSchema = z.object({
+  /** Whether sandbox code may ask an LLM (`llm.ask`, `llm.think`) at all. */
+  enabled: z.boolean().default(false),
+  /** LLM rounds one execution may make; callers can only lower it. */
+  maxRounds: positiveInt.default(10),
+  /** Input plus output tokens one execution may use; callers can only lower it. */
+  maxTokens: positiveInt.default(10_000),
+  /** Output tokens of a round whose call does not say. */
+  defaultMaxTokens: positiveInt.default(1024),
+  /** Time allowed for one round, through the client or a provider. */
+  requestTimeoutMs: positiveInt.default(60_000),
+  /** System prompts sandbox code may use, verbatim; `"*"` allows any. None by default. */
+  allowedSystemPrompts: z.array(z.string().min(1)).default([]),
+  /** Record prompt and answer text (redacted) in the audit log, not only sizes. */
+  auditPrompts: z.boolean().default(false),
+  /** Whether `askUser` may send elicitation requests to the client. */
+  elicitation: z.boolean().default(true),
+  /** The provider API used when the client cannot sample; none by default. */
+  provider: ProviderSchema.optional(),
+}).strict();
+
+/**
+ * The schema of the settings object, with defaults.
+ *
+ * @internal Its type is zod's inference, too long to write out; `deno doc --lint` asks for it
+ * and takes zod's types for private ones (denoland/deno#27364).
+ */
+export const SettingsSchema = z.object({
+  limits: LimitsSchema.prefault({}),
+  sandbox: SandboxSchema.prefault({}),
+  permissions: PermissionsSchema.prefault({}),
+  tools: ToolsSchema.prefault({}),
+  python: PythonSchema.prefault({}),
+  audit: AuditSchema.prefault({}),
+  sampling: SamplingSchema.prefault({}),
+  http: HttpSchema.prefault({}),
+  /** Directories under which callers may grant read or write access (`ALLOWED_PROJECTS`). */
+  allowedProjects: z.array(z.string().min(1)).default([]),
+}).strict();
+
+/**
+ * Fully resolved executor settings.
+ *
+ * @internal Inferred from {@linkcode SettingsSchema} by zod, whose types `deno doc --lint` takes
+ * for private ones (denoland/deno#27364); every key is documented in the schema.
+ */
+export type Settings = z.infer<typeof SettingsSchema>;
