@@ -29,6 +29,11 @@ export const FILESYSTEM = "npm:@modelcontextprotocol/server-filesystem@2026.8.31
 export const MEMORY = "npm:@modelcontextprotocol/server-memory@2026.8.31";
 /** The MCP Inspector CLI, as `npx` takes it. */
 export const INSPECTOR = "@modelcontextprotocol/inspector@2.12.0";
+/**
+ * The MCP conformance suite, as `deno run -A` takes it: its CLI needs Node 22's `fs.globSync`, so
+ * it runs under Deno rather than the machine's Node 20.
+ */
+export const CONFORMANCE = "npm:@modelcontextprotocol/conformance@0.2.0-alpha.12";
 
 /** `tests/fixtures/upstream_fixture.ts`: an MCP server whose tools and faults a test chooses. */
 export const FIXTURE = join(ROOT, "tests", "fixtures", "upstream_fixture.ts");
