@@ -19,11 +19,10 @@ import {
   type CommandRun,
   CONFORMANCE,
   describeRun,
-  exitOrKill,
   homeEnv,
   ROOT,
   runCommand,
-  serverEnv,
+  spawnHttpServe,
   withTempDir,
 } from "./_helpers.ts";
 
@@ -176,64 +175,6 @@ async function requirementSet(
   return scored;
 }
 
-/** A `serve --http --port 0` process, its URL read from its stderr. */
-interface HttpServe {
-  url: string;
-  /** Stops it with SIGTERM (a drain) and returns its exit status. */
-  stop(): Promise<Deno.CommandStatus | undefined>;
-  /** What it wrote to stderr so far. */
-  stderr(): string;
-}
-
-async function spawnHttpServe(tempDir: string, home: string): Promise<HttpServe> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "main.ts", "serve", "--http", "--host", "127.0.0.1", "--port", "0"],
-    cwd: ROOT,
-    clearEnv: true,
-    env: {
-      ...serverEnv(tempDir, { home, sharedCache: true }),
-      CODE_EXECUTOR_LOG_LEVEL: "info",
-      CODE_EXECUTOR_WARM_POOL: "0",
-      CODE_EXECUTOR_HTTP_DRAIN_MS: "2000",
-    },
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  let text = "";
-  let announce: (url: string | undefined) => void = () => {};
-  const announced = new Promise<string | undefined>((resolve) => announce = resolve);
-  const drained = (async () => {
-    for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) {
-      if (text.length < 4_000_000) text += chunk;
-      const ready = /ready on (http:\/\/\S+)/.exec(text);
-      if (ready) announce(ready[1]);
-    }
-    announce(undefined);
-  })();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const url = await Promise.race([
-    announced,
-    new Promise<undefined>((resolve) => timer = setTimeout(() => resolve(undefined), 120_000)),
-  ]);
-  clearTimeout(timer);
-  const stop = async () => {
-    try {
-      child.kill("SIGTERM");
-    } catch {
-      // It has exited already.
-    }
-    const status = await exitOrKill(child, 60_000);
-    await drained;
-    return status;
-  };
-  if (!url) {
-    await stop();
-    throw new Error(`serve --http did not say where it listens:\n${text}`);
-  }
-  return { url, stop, stderr: () => text };
-}
-
 /**
  * Reads the suite's results directory: one `server-<scenario>-<time>/checks.json` per scenario.
  */
@@ -285,7 +226,7 @@ async function conform(revision: Revision): Promise<void> {
     }
     const scoring = await requirementSet(revision, env, tempDir);
 
-    const server = await spawnHttpServe(tempDir, home);
+    const server = await spawnHttpServe(tempDir, { home, sharedCache: true });
     let run: CommandRun;
     try {
       run = await runCommand(Deno.execPath(), [
