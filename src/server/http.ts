@@ -65,8 +65,13 @@ function isWildcard(host: string): boolean {
   return host === "0.0.0.0" || host === "::" || host === "[::]";
 }
 
-/** A host name as the SDK's Host and Origin checks compare it: IPv6 in brackets, no port. */
-function hostName(host: string): string {
+/**
+ * A host name as URLs and the SDK's Host and Origin checks write it: IPv6 in brackets, no port.
+ *
+ * @param host A host name or address (`::1` or `[::1]`).
+ * @returns The name, IPv6 in brackets.
+ */
+export function hostName(host: string): string {
   return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
 }
 
@@ -79,8 +84,12 @@ function defaultBodyBytes(settings: Settings): number {
  * The Host names and Origin hosts accepted. Loopback binds accept the localhost names; a
  * wildcard bind (0.0.0.0) with nothing configured checks no Host, since the name clients use is
  * unknown (auth is required there); Origin is always checked.
+ *
+ * @param settings The admin's settings (`http`).
+ * @returns `hosts`: the Host names accepted, undefined when the Host header is not checked;
+ *   `origins`: the Origin hosts accepted.
  */
-function allowlists(settings: Settings): { hosts?: string[]; origins: string[] } {
+export function hostAllowlists(settings: Settings): { hosts?: string[]; origins: string[] } {
   const http = settings.http;
   const own = isWildcard(http.host) ? [] : [hostName(http.host)];
   if (http.publicUrl) own.push(hostName(new URL(http.publicUrl).hostname));
@@ -136,7 +145,7 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
     create: build,
     log,
   });
-  const { hosts, origins } = allowlists(settings);
+  const { hosts, origins } = hostAllowlists(settings);
   if (!hosts) {
     log.warn(
       `http: the Host header is not checked on ${http.host}; set http.allowedHosts or http.publicUrl to the names clients use`,
