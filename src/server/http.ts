@@ -99,6 +99,50 @@ export function hostAllowlists(settings: Settings): { hosts?: string[]; origins:
   return { hosts: hosts.length > 0 ? hosts : undefined, origins };
 }
 
+/**
+ * Calls `done` once a response has been sent. A JSON answer is sent as soon as it is returned;
+ * an SSE stream (a session's GET stream, a tool call's progress and result, a 2026-era
+ * subscription) only when it ends or the client drops it, so that it keeps its place in
+ * `http.maxRequests` while it is open.
+ */
+function whenSent(response: Response, done: () => void): Response {
+  const type = response.headers.get("content-type") ?? "";
+  if (!response.body || !type.includes("text/event-stream")) {
+    done();
+    return response;
+  }
+  let finished = false;
+  const finish = () => {
+    if (finished) return;
+    finished = true;
+    done();
+  };
+  const reader = response.body.getReader();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const chunk = await reader.read();
+        if (chunk.done) {
+          controller.close();
+          finish();
+        } else controller.enqueue(chunk.value);
+      } catch (error) {
+        controller.error(error);
+        finish();
+      }
+    },
+    cancel(reason) {
+      finish();
+      return reader.cancel(reason);
+    },
+  }, { highWaterMark: 0 });
+  return new Response(body, {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+  });
+}
+
 /** Races a promise against a deadline; undefined when the deadline comes first. */
 async function within<T>(work: Promise<T>, ms: number): Promise<T | undefined> {
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -203,7 +247,9 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
   }, async (request) => {
     const started = performance.now();
     const path = new URL(request.url).pathname;
-    if (inFlight >= http.maxRequests) {
+    // Health checks are never turned away: a busy server is alive.
+    const health = path === "/healthz" || path === "/readyz";
+    if (inFlight >= http.maxRequests && !health) {
       return rpcError(
         503,
         -32000,
@@ -214,9 +260,11 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
     let response: Response;
     try {
       response = await route(request, path);
-    } finally {
+    } catch (error) {
       inFlight--;
+      throw error;
     }
+    response = whenSent(response, () => inFlight--);
     const who = (request as Request & { principal?: string }).principal ?? "-";
     log.info(
       `http: ${request.method} ${path} ${response.status} ${
