@@ -28,7 +28,7 @@ Usage:
   code-executor run FILE.ts [--timeout MS] [--json]
                                             Run a TypeScript file in the sandbox
   code-executor doctor [--config PATH]...   Check every configured MCP server and the token savings
-  code-executor setup [--client ID] [--move] [--sync] [--yes] [--dry-run]
+  code-executor setup [--client ID] [--move] [--sync] [--yes] [--dry-run] [--http URL]
                                             Find your MCP servers and put Code Executor in front
                                             of them in a client's config (asks on a terminal)
   code-executor sync [--config PATH]... [--out DIR] [--no-wrappers]
@@ -59,6 +59,8 @@ Setup options:
   --no-enable     Write the daily sync's files but do not run systemctl/launchctl
   --project DIR   The project for .mcp.json, .vscode/mcp.json and .cursor/mcp.json (default: the
                   current directory)
+  --http URL      Connect the client to a running serve --http at URL (with the bearer token from
+                  CODE_EXECUTOR_HTTP_TOKEN) instead of having it start Code Executor
 
 Settings come from ~/.config/code-executor/config.jsonc, ./.code-executor.jsonc and
 $CODE_EXECUTOR_CONFIG, then environment variables; see README.md.

@@ -29,6 +29,11 @@ export const FILESYSTEM = "npm:@modelcontextprotocol/server-filesystem@2026.8.31
 export const MEMORY = "npm:@modelcontextprotocol/server-memory@2026.8.31";
 /** The MCP Inspector CLI, as `npx` takes it. */
 export const INSPECTOR = "@modelcontextprotocol/inspector@2.12.0";
+/**
+ * The MCP conformance suite, as `deno run -A` takes it: its CLI needs Node 22's `fs.globSync`, so
+ * it runs under Deno rather than the machine's Node 20.
+ */
+export const CONFORMANCE = "npm:@modelcontextprotocol/conformance@0.2.0-alpha.12";
 
 /** `tests/fixtures/upstream_fixture.ts`: an MCP server whose tools and faults a test chooses. */
 export const FIXTURE = join(ROOT, "tests", "fixtures", "upstream_fixture.ts");
@@ -749,4 +754,77 @@ export async function runCommand(
  */
 export function describeRun(run: CommandRun): string {
   return `exit code ${run.code}\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`;
+}
+
+/** A `main.ts serve --http --port 0` process, its URL read from its stderr. */
+export interface HttpServe {
+  /** The MCP endpoint it announced (`http://127.0.0.1:PORT/mcp`). */
+  url: string;
+  /** Stops it with SIGTERM (a drain), waits for it, and returns its exit status. */
+  stop(): Promise<Deno.CommandStatus | undefined>;
+  /** What it wrote to stderr so far. */
+  stderr(): string;
+}
+
+/**
+ * Spawns `deno run -A main.ts serve --http --host 127.0.0.1 --port 0` with a cleared environment
+ * and waits until it says where it listens (at info level, on stderr; its stderr is read to the
+ * end meanwhile). Without `CODE_EXECUTOR_HTTP_TOKEN` in `options.env` it runs without auth.
+ *
+ * @param tempDir The server's TMPDIR.
+ * @param options Its HOME, and more variables.
+ * @returns The running server.
+ * @throws {Error} When it exits or stays silent for two minutes (with its stderr).
+ */
+export async function spawnHttpServe(
+  tempDir: string,
+  options: ServerEnvOptions & { env?: Record<string, string> } = {},
+): Promise<HttpServe> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "main.ts", "serve", "--http", "--host", "127.0.0.1", "--port", "0"],
+    cwd: ROOT,
+    clearEnv: true,
+    env: {
+      ...serverEnv(tempDir, options),
+      CODE_EXECUTOR_LOG_LEVEL: "info",
+      CODE_EXECUTOR_WARM_POOL: "0",
+      CODE_EXECUTOR_HTTP_DRAIN_MS: "2000",
+      ...options.env,
+    },
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  let text = "";
+  let announce: (url: string | undefined) => void = () => {};
+  const announced = new Promise<string | undefined>((resolve) => announce = resolve);
+  const drained = (async () => {
+    for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) {
+      if (text.length < 4_000_000) text += chunk;
+      const ready = /ready on (http:\/\/\S+)/.exec(text);
+      if (ready) announce(ready[1]);
+    }
+    announce(undefined);
+  })();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const url = await Promise.race([
+    announced,
+    new Promise<undefined>((resolve) => timer = setTimeout(() => resolve(undefined), 120_000)),
+  ]);
+  clearTimeout(timer);
+  const stop = async () => {
+    try {
+      child.kill("SIGTERM");
+    } catch {
+      // It has exited already.
+    }
+    const status = await exitOrKill(child, 60_000);
+    await drained;
+    return status;
+  };
+  if (!url) {
+    await stop();
+    throw new Error(`serve --http did not say where it listens:\n${text}`);
+  }
+  return { url, stop, stderr: () => text };
 }

@@ -1,5 +1,6 @@
 /**
- * `doctor`: what is configured, what connects, and what it costs in tokens.
+ * `doctor`: what is configured, what connects, what it costs in tokens, and whether
+ * `serve --http` could start with the HTTP settings.
  *
  * @module
  */
@@ -9,6 +10,7 @@ import { Executor } from "../exec/executor.ts";
 import { createLogger } from "../log.ts";
 import { listOwnTools } from "../server/introspect.ts";
 import { openHub } from "../upstream/hub.ts";
+import { httpReport } from "./doctor_http.ts";
 
 /** Options of {@linkcode doctor}. */
 export interface DoctorOptions {
@@ -26,10 +28,13 @@ function table(rows: string[][]): string {
 }
 
 /**
- * Connects to every configured server and prints a report.
+ * Connects to every configured server and prints a report, then the HTTP settings and whether
+ * their port is free.
  *
  * @param options Config files and output.
- * @returns The exit code: 0 when every server works, 1 otherwise.
+ * @returns The exit code: 0 when every server works, 1 otherwise. Problems of the HTTP settings
+ *   are shown but do not count: stdio is the default, and the port is often held by a running
+ *   `serve --http`.
  */
 export async function doctor(options: DoctorOptions): Promise<number> {
   const encoder = new TextEncoder();
@@ -105,6 +110,7 @@ export async function doctor(options: DoctorOptions): Promise<number> {
     } finally {
       await executor.close();
     }
+    write(`\n${(await httpReport(settings, Deno.env.toObject())).text}`);
     return failures > 0 ? 1 : 0;
   } finally {
     await hub.close();

@@ -15,6 +15,7 @@ import {
   CLIENT_IDS,
   clientConfigs,
   type ClientId,
+  HTTP_TOKEN_VARIABLE,
   scanClientConfig,
   type ScannedConfig,
 } from "../config/client_configs.ts";
@@ -41,6 +42,11 @@ export interface SetupOptions {
   check?: boolean;
   /** Print what would change (as diffs) and write nothing. */
   dryRun?: boolean;
+  /**
+   * The MCP endpoint of a running `serve --http`: write an entry that connects to it, with a
+   * bearer token from `CODE_EXECUTOR_HTTP_TOKEN`, instead of one that starts Code Executor.
+   */
+  http?: string;
   /** Environment for `HOME` and friends; defaults to the process's. */
   env?: Record<string, string>;
   /** Project directory (`.mcp.json`, `.vscode/mcp.json`, `.cursor/mcp.json`); the cwd by default. */
@@ -89,6 +95,7 @@ export async function setupCommand(args: string[]): Promise<number> {
       "no-enable": { type: "boolean" },
       "no-check": { type: "boolean" },
       project: { type: "string" },
+      http: { type: "string" },
     },
   });
   if (positionals.length > 0) {
@@ -98,6 +105,7 @@ export async function setupCommand(args: string[]): Promise<number> {
   if (client !== undefined && !(CLIENT_IDS as readonly string[]).includes(client)) {
     throw new TypeError(`Unknown client "${client}": expected one of ${CLIENT_IDS.join(", ")}`);
   }
+  const http = values.http === undefined ? undefined : endpointUrl(values.http);
   const interactive = !values.yes && Deno.stdin.isTerminal();
   if (!interactive && !values.yes && !values["dry-run"]) {
     throw new TypeError(
@@ -114,6 +122,7 @@ export async function setupCommand(args: string[]): Promise<number> {
       enableSync: !values["no-enable"],
       check: !values["no-check"],
       dryRun: values["dry-run"],
+      http,
       // `deno task` runs in the repository; INIT_CWD is where the user typed the command.
       cwd: values.project ?? Deno.env.get("INIT_CWD"),
     }, {
@@ -154,7 +163,14 @@ export async function setup(options: SetupOptions, io: SetupIO): Promise<number>
   io.write(formatScans(scans, show));
 
   const client = await chooseClient(scans, options.client, io, show);
-  const answers = { client, move: options.move, installSync: options.installSync, env, os };
+  const answers = {
+    client,
+    move: options.move,
+    installSync: options.installSync,
+    env,
+    os,
+    http: options.http,
+  };
   let plan = planSetup(scans, answers);
   io.write(`\nClient: ${plan.target.client.label} (${show(plan.target.client.path)})\n`);
   if (options.move === undefined && plan.kept.length > 0 && ask) {
@@ -201,12 +217,41 @@ export async function setup(options: SetupOptions, io: SetupIO): Promise<number>
 
   // Connect to what is now behind Code Executor, so that its tools are cached and wrapped.
   if (options.check !== false) await checkServers({ env, cwd, os }, io);
+  const app = plan.target.client.app;
+  if (options.http !== undefined) {
+    io.write(
+      `\nDone. Set ${HTTP_TOKEN_VARIABLE} to the bearer token of the server at ${options.http} where ${app} runs (not needed when the server runs without auth), then ${
+        wrote ? `restart ${app}` : `${app} connects to it`
+      }.\n`,
+    );
+    return 0;
+  }
   io.write(
-    wrote
-      ? `\nDone. Restart ${plan.target.client.app} so that it starts Code Executor.\n`
-      : "\nDone.\n",
+    wrote ? `\nDone. Restart ${app} so that it starts Code Executor.\n` : "\nDone.\n",
   );
   return 0;
+}
+
+/**
+ * Checks the URL given with `--http`.
+ *
+ * @param raw The option's value.
+ * @returns The URL, normalised.
+ * @throws {TypeError} When it is not an absolute http or https URL.
+ */
+function endpointUrl(raw: string): string {
+  let url: URL | undefined;
+  try {
+    url = new URL(raw);
+  } catch {
+    // Reported below.
+  }
+  if (!url || (url.protocol !== "http:" && url.protocol !== "https:")) {
+    throw new TypeError(
+      `Invalid --http "${raw}": expected the URL of a running serve --http, such as http://127.0.0.1:3333/mcp`,
+    );
+  }
+  return url.href;
 }
 
 async function chooseClient(

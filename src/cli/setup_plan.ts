@@ -15,6 +15,7 @@ import {
   type ScannedConfig,
   type ScannedServer,
   selfEntry,
+  selfHttpEntry,
   selfLaunchCommand,
 } from "../config/client_configs.ts";
 import { removeProperty, setProperty } from "../config/jsonc_edit.ts";
@@ -36,6 +37,11 @@ export interface PlanSetupOptions {
   os?: typeof Deno.build.os;
   /** The command lines that start `serve` and `sync`; this program's by default. */
   launch?: { serve: LaunchCommand; sync: LaunchCommand };
+  /**
+   * The MCP endpoint of a running `serve --http`: the entry connects to it (with a bearer token
+   * from `CODE_EXECUTOR_HTTP_TOKEN`) instead of starting Code Executor.
+   */
+  http?: string;
 }
 
 /** The `code-executor` entry in the client's config. */
@@ -44,10 +50,15 @@ export interface PlannedEntry {
   name: string;
   /** Whether the entry is new, changes, or is already as it should be. */
   action: "add" | "update" | "unchanged";
-  /** The entry as it should be (keys the user added to an existing entry stay too). */
+  /**
+   * The entry as it should be. Keys the user added to an existing entry stay too, except those of
+   * the other transport when it changes (`command`, `args`, … for `url`, and the reverse).
+   */
   value: Record<string, unknown>;
-  /** The command line in it. */
-  launch: LaunchCommand;
+  /** How the client reaches Code Executor: the command line it starts, or the URL. */
+  target: { launch: LaunchCommand } | { url: string };
+  /** A stdio entry for Code Executor under another name, which the HTTP entry replaces. */
+  replaces?: string;
 }
 
 /** Why a server stays in the client's config whatever the answers. */
@@ -111,6 +122,9 @@ export interface SetupPlan {
   sync: PlannedSync;
 }
 
+/** The name Code Executor's own entry gets, and which discovery skips as itself. */
+const SELF_NAME = "code-executor";
+
 const OWN_TEMPLATE =
   `// MCP servers that Code Executor connects to (code-executor setup moves servers here).
 // Same format as a client's config; \${VAR} references are expanded when Code Executor starts.
@@ -157,7 +171,12 @@ export function planSetup(scans: ScannedConfig[], options: PlanSetupOptions): Se
   }
   const launch = options.launch ??
     { serve: selfLaunchCommand("serve"), sync: selfLaunchCommand("sync") };
-  const entry = plannedEntry(target, options.client, launch.serve);
+  const entry = plannedEntry(
+    target,
+    options.http === undefined
+      ? { value: selfEntry(options.client, launch.serve), target: { launch: launch.serve } }
+      : { value: selfHttpEntry(options.client, options.http), target: { url: options.http } },
+  );
   const { movable, staying } = sortServers(target, own, show);
   const moving = options.move ? movable : [];
   const files = [
@@ -193,18 +212,20 @@ export function defaultClient(scans: ScannedConfig[]): ClientId | undefined {
 
 function plannedEntry(
   target: ScannedConfig,
-  client: ClientId,
-  launch: LaunchCommand,
+  desired: Pick<PlannedEntry, "value" | "target">,
 ): PlannedEntry {
-  const value = selfEntry(client, launch);
-  const name = target.servers.find((s) => s.state === "self")?.name ?? "code-executor";
+  // Discovery knows an HTTP entry for Code Executor by its name only (a URL does not say whose
+  // it is), so that entry is always "code-executor"; a stdio one keeps the name it has.
+  const self = target.servers.find((s) => s.state === "self")?.name;
+  const name = "url" in desired.target ? SELF_NAME : self ?? SELF_NAME;
   const existing = target.servers.find((s) => s.name === name)?.raw;
   const action = existing === undefined
     ? "add"
-    : entryEdits(existing, value).length > 0
+    : entryEdits(existing, desired.value).length > 0
     ? "update"
     : "unchanged";
-  return { name, action, value, launch };
+  const replaces = self !== undefined && self !== name ? self : undefined;
+  return { name, action, ...desired, ...(replaces ? { replaces } : {}) };
 }
 
 function sortServers(
@@ -263,6 +284,7 @@ function targetFile(
     for (const [path, value] of edits) {
       out = setProperty(out, [client.key, entry.name, ...path], value);
     }
+    if (entry.replaces) out = removeProperty(out, [client.key, entry.replaces]);
     for (const server of moving) out = removeProperty(out, [...server.section, server.name]);
     return out;
   };
@@ -279,12 +301,28 @@ function plannedFile(
   return { path: client.path, before, after: edit(before), mode, edit };
 }
 
-/** The edits that turn an existing entry into the desired one, keeping keys the user added. */
+/** The keys that say how a client reaches a server, by transport. */
+const STDIO_KEYS = ["command", "args", "env", "cwd"];
+const REMOTE_KEYS = ["url", "serverUrl", "headers"];
+
+/**
+ * The edits that turn an existing entry into the desired one, keeping keys the user added. When
+ * the transport changes, the entry is replaced whole: the other transport's keys go, and the
+ * user's other keys (`disabled`, `timeout`, …) follow the desired ones.
+ */
 function entryEdits(
   existing: unknown,
   desired: Record<string, unknown>,
 ): Array<[string[], unknown]> {
   if (!isPlainObject(existing)) return [[[], desired]];
+  const remote = REMOTE_KEYS.some((key) => key in desired);
+  if ((remote ? STDIO_KEYS : REMOTE_KEYS).some((key) => key in existing)) {
+    const transportKeys = new Set([...STDIO_KEYS, ...REMOTE_KEYS, "type"]);
+    const kept = Object.entries(existing).filter(([key]) =>
+      !transportKeys.has(key) && !(key in desired)
+    );
+    return [[[], { ...desired, ...Object.fromEntries(kept) }]];
+  }
   return Object.entries(desired)
     .filter(([key, value]) => !sameJson(existing[key], value))
     .map(([key, value]) => [[key], value]);

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { ScannedConfig } from "../config/client_configs.ts";
+import { HTTP_TOKEN_VARIABLE, type ScannedConfig } from "../config/client_configs.ts";
 import { unifiedDiff } from "../config/text_diff.ts";
 import { plural } from "../_util.ts";
 import type { SetupPlan } from "./setup_plan.ts";
@@ -39,13 +39,17 @@ export function formatPlan(plan: SetupPlan, show: ShowPath): string {
   const { entry, target, own } = plan;
   const where = show(target.client.path);
   let out = "\nPlan:\n";
+  const how = "url" in entry.target
+    ? `${entry.target.url} (Authorization: Bearer \${${HTTP_TOKEN_VARIABLE}})`
+    : shellLine([entry.target.launch.command, ...entry.target.launch.args]);
   if (entry.action === "unchanged") {
     out += `  "${entry.name}" is already in ${where}\n`;
   } else {
-    out += `  ${entry.action} "${entry.name}" ${entry.action === "add" ? "to" : "in"} ${where}: ${
-      shellLine([entry.launch.command, ...entry.launch.args])
-    }\n`;
+    out += `  ${entry.action} "${entry.name}" ${
+      entry.action === "add" ? "to" : "in"
+    } ${where}: ${how}\n`;
   }
+  if (entry.replaces) out += `  remove "${entry.replaces}" from ${where} (replaced by it)\n`;
   for (const server of plan.moving) out += `  move "${server.name}" to ${show(own.client.path)}\n`;
   if (plan.kept.length > 0) {
     out += `  keep ${plan.kept.map((s) => `"${s.name}"`).join(", ")} in ${where} ` +

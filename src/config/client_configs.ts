@@ -313,6 +313,51 @@ export function selfEntry(
   };
 }
 
+/** The variable that holds the bearer token of `serve --http`, there and in a client's entry. */
+export const HTTP_TOKEN_VARIABLE = "CODE_EXECUTOR_HTTP_TOKEN";
+
+/**
+ * Returns the `code-executor` entry that connects a client to a running `serve --http` at `url`.
+ * Its `Authorization` header names {@linkcode HTTP_TOKEN_VARIABLE} in the client's own syntax,
+ * so that no token is written into the file: `${VAR}` for Claude Code (`~/.claude.json` and a
+ * project's `.mcp.json`), `${env:VAR}` for VS Code, Cursor and Windsurf. The variable must be set
+ * where the client runs. Claude Code and VS Code get `"type": "http"`; Cursor tells a remote
+ * entry by its `url`, Windsurf by its `serverUrl`.
+ *
+ * @param client Which client.
+ * @param url The MCP endpoint, e.g. `http://127.0.0.1:3333/mcp`.
+ * @returns The entry.
+ * @throws {TypeError} For Claude Desktop, which does not connect to HTTP servers named in its
+ *   config and expands no variables there: the entry would have to hold the token itself.
+ * @example
+ * ```ts
+ * selfHttpEntry("cursor", "http://127.0.0.1:3333/mcp");
+ * // { url: "http://127.0.0.1:3333/mcp",
+ * //   headers: { Authorization: "Bearer ${env:CODE_EXECUTOR_HTTP_TOKEN}" } }
+ * ```
+ */
+export function selfHttpEntry(client: ClientId, url: string): Record<string, unknown> {
+  const plain = { Authorization: `Bearer \${${HTTP_TOKEN_VARIABLE}}` };
+  const prefixed = { Authorization: `Bearer \${env:${HTTP_TOKEN_VARIABLE}}` };
+  switch (client) {
+    case "claude-code":
+    case "project":
+      return { type: "http", url, headers: plain };
+    case "vscode":
+    case "vscode-user":
+      return { type: "http", url, headers: prefixed };
+    case "cursor":
+    case "cursor-project":
+      return { url, headers: prefixed };
+    case "windsurf":
+      return { serverUrl: url, headers: prefixed };
+    case "claude-desktop":
+      throw new TypeError(
+        `Cannot write an HTTP entry for Claude Desktop: it does not connect to HTTP servers listed in claude_desktop_config.json and expands no \${VAR} there, so the entry would have to hold the token itself. Run setup without --http (Claude Desktop then starts Code Executor on stdio), or bridge with mcp-remote by hand (README: "Serving over HTTP")`,
+      );
+  }
+}
+
 /** Why a server entry must stay in its client's config. */
 export type MoveBlockReason =
   /** It is Code Executor itself. */

@@ -65,8 +65,13 @@ function isWildcard(host: string): boolean {
   return host === "0.0.0.0" || host === "::" || host === "[::]";
 }
 
-/** A host name as the SDK's Host and Origin checks compare it: IPv6 in brackets, no port. */
-function hostName(host: string): string {
+/**
+ * A host name as URLs and the SDK's Host and Origin checks write it: IPv6 in brackets, no port.
+ *
+ * @param host A host name or address (`::1` or `[::1]`).
+ * @returns The name, IPv6 in brackets.
+ */
+export function hostName(host: string): string {
   return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
 }
 
@@ -79,8 +84,12 @@ function defaultBodyBytes(settings: Settings): number {
  * The Host names and Origin hosts accepted. Loopback binds accept the localhost names; a
  * wildcard bind (0.0.0.0) with nothing configured checks no Host, since the name clients use is
  * unknown (auth is required there); Origin is always checked.
+ *
+ * @param settings The admin's settings (`http`).
+ * @returns `hosts`: the Host names accepted, undefined when the Host header is not checked;
+ *   `origins`: the Origin hosts accepted.
  */
-function allowlists(settings: Settings): { hosts?: string[]; origins: string[] } {
+export function hostAllowlists(settings: Settings): { hosts?: string[]; origins: string[] } {
   const http = settings.http;
   const own = isWildcard(http.host) ? [] : [hostName(http.host)];
   if (http.publicUrl) own.push(hostName(new URL(http.publicUrl).hostname));
@@ -88,6 +97,50 @@ function allowlists(settings: Settings): { hosts?: string[]; origins: string[] }
   const hosts = [...new Set([...own, ...local, ...http.allowedHosts.map(hostName)])];
   const origins = [...new Set([...own, ...local, ...http.allowedOrigins.map(hostName)])];
   return { hosts: hosts.length > 0 ? hosts : undefined, origins };
+}
+
+/**
+ * Calls `done` once a response has been sent. A JSON answer is sent as soon as it is returned;
+ * an SSE stream (a session's GET stream, a tool call's progress and result, a 2026-era
+ * subscription) only when it ends or the client drops it, so that it keeps its place in
+ * `http.maxRequests` while it is open.
+ */
+function whenSent(response: Response, done: () => void): Response {
+  const type = response.headers.get("content-type") ?? "";
+  if (!response.body || !type.includes("text/event-stream")) {
+    done();
+    return response;
+  }
+  let finished = false;
+  const finish = () => {
+    if (finished) return;
+    finished = true;
+    done();
+  };
+  const reader = response.body.getReader();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const chunk = await reader.read();
+        if (chunk.done) {
+          controller.close();
+          finish();
+        } else controller.enqueue(chunk.value);
+      } catch (error) {
+        controller.error(error);
+        finish();
+      }
+    },
+    cancel(reason) {
+      finish();
+      return reader.cancel(reason);
+    },
+  }, { highWaterMark: 0 });
+  return new Response(body, {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+  });
 }
 
 /** Races a promise against a deadline; undefined when the deadline comes first. */
@@ -136,7 +189,7 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
     create: build,
     log,
   });
-  const { hosts, origins } = allowlists(settings);
+  const { hosts, origins } = hostAllowlists(settings);
   if (!hosts) {
     log.warn(
       `http: the Host header is not checked on ${http.host}; set http.allowedHosts or http.publicUrl to the names clients use`,
@@ -194,7 +247,9 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
   }, async (request) => {
     const started = performance.now();
     const path = new URL(request.url).pathname;
-    if (inFlight >= http.maxRequests) {
+    // Health checks are never turned away: a busy server is alive.
+    const health = path === "/healthz" || path === "/readyz";
+    if (inFlight >= http.maxRequests && !health) {
       return rpcError(
         503,
         -32000,
@@ -205,9 +260,11 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
     let response: Response;
     try {
       response = await route(request, path);
-    } finally {
+    } catch (error) {
       inFlight--;
+      throw error;
     }
+    response = whenSent(response, () => inFlight--);
     const who = (request as Request & { principal?: string }).principal ?? "-";
     log.info(
       `http: ${request.method} ${path} ${response.status} ${
