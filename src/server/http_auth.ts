@@ -11,6 +11,7 @@
  * @module
  */
 import { createHash, timingSafeEqual } from "node:crypto";
+import { dirname } from "node:path";
 import {
   type AuthInfo,
   type AuthMetadataOptions,
@@ -107,6 +108,49 @@ export async function readTokensFile(path: string): Promise<Array<[string, Uint8
     entries.push([principal, sha256(new TextEncoder().encode(token))]);
   });
   return entries;
+}
+
+/**
+ * Appends a `principal token` line to a tokens file, creating it (mode 0600, and its directory)
+ * when it does not exist. An existing file must pass {@linkcode readTokensFile} and must not name
+ * the principal already.
+ *
+ * @param path The tokens file.
+ * @param principal The name the token stands for.
+ * @param token The token (from {@linkcode generateToken}).
+ * @throws {TypeError} When the principal is not a valid name or is listed already, the token is
+ *   too short, or the existing file is refused by {@linkcode readTokensFile}.
+ */
+export async function appendTokenLine(
+  path: string,
+  principal: string,
+  token: string,
+): Promise<void> {
+  if (!PRINCIPAL.test(principal)) {
+    throw new TypeError(
+      `Invalid principal "${principal}": use 1 to 64 letters, digits and _.@:+-`,
+    );
+  }
+  if (token.length < MIN_TOKEN_LENGTH || /\s/.test(token)) {
+    throw new TypeError(`Invalid token: it must be ${MIN_TOKEN_LENGTH}+ characters without spaces`);
+  }
+  let text: string | undefined;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+    await Deno.mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  }
+  if (text !== undefined) {
+    const listed = (await readTokensFile(path)).map(([name]) => name);
+    if (listed.includes(principal)) {
+      throw new TypeError(
+        `Cannot add "${principal}" to ${path}: it is listed already; remove its line first to replace its token`,
+      );
+    }
+  }
+  const line = `${!text || text.endsWith("\n") ? "" : "\n"}${principal} ${token}\n`;
+  await Deno.writeTextFile(path, line, { append: true, create: true, mode: 0o600 });
 }
 
 /** Generates a random bearer token (256 bits, base64url). */
