@@ -15,6 +15,7 @@ import { dirname } from "node:path";
 import {
   type AuthInfo,
   type AuthMetadataOptions,
+  buildOAuthProtectedResourceMetadata,
   getOAuthProtectedResourceMetadataUrl,
   OAuthError,
   OAuthErrorCode,
@@ -214,6 +215,15 @@ async function oauthAuthenticator(
   const oauth = settings.http.oauth!;
   const doFetch = options.fetch ?? fetch;
   const meta = await issuerMetadata(oauth.issuer, doFetch);
+  // RFC 8414 §3.3: the metadata's issuer is the issuer, character for character. A mismatch (a
+  // trailing slash, say) would refuse every token on `iss`, so it is refused here, where it shows.
+  if (meta && meta.issuer !== oauth.issuer) {
+    throw new TypeError(
+      `Cannot use OAuth: the issuer's metadata names the issuer ${
+        JSON.stringify(meta.issuer)
+      }, not http.oauth.issuer "${oauth.issuer}"; set http.oauth.issuer to exactly what its tokens carry in "iss"`,
+    );
+  }
   const jwksUri = oauth.jwksUri ?? (typeof meta?.jwks_uri === "string" ? meta.jwks_uri : undefined);
   if (!jwksUri) {
     throw new TypeError(
@@ -266,6 +276,16 @@ async function oauthAuthenticator(
     scopesSupported: oauth.scopes.length > 0 ? oauth.scopes : undefined,
     resourceName: "Code Executor",
   };
+  try {
+    // The SDK checks the issuer URL on every metadata request; a bad one would be a 500 each time.
+    buildOAuthProtectedResourceMetadata(metadataOptions);
+  } catch (error) {
+    throw new TypeError(
+      `Cannot use OAuth with http.oauth.issuer ${oauth.issuer}: ${
+        (error as Error).message
+      } (http is allowed on localhost and 127.0.0.1 only)`,
+    );
+  }
   return {
     mode: "oauth",
     metadata: (request) => oauthMetadataResponse(request, metadataOptions),
