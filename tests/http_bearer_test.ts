@@ -4,7 +4,8 @@
  * is the principal `default`; `http.tokensFile` names each token's principal; a missing or wrong
  * token is a 401 with a `Bearer` challenge; a tokens file that others can read, a malformed line
  * or a short token stop the server before it serves; `setup --http-token` makes tokens the server
- * then accepts. No token ever shows in the server's stderr or its audit log.
+ * then accepts. No token ever shows in the server's stderr or its audit log, and the server's
+ * own `CODE_EXECUTOR_HTTP_TOKEN` reaches no upstream server (stdio or HTTP) and no sandbox code.
  *
  * @module
  */
@@ -15,6 +16,7 @@ import {
   connectHttp,
   describeRun,
   eventually,
+  fixtureServer,
   type HttpServe,
   ROOT,
   runCommand,
@@ -24,6 +26,7 @@ import {
   writeSettings,
 } from "./_helpers.ts";
 import { generateToken } from "../src/server/http_auth.ts";
+import { startRecordingUpstream } from "./fixtures/http_upstream.ts";
 
 /** The execution records of a server's audit log. */
 async function auditedPrincipals(server: HttpServe): Promise<string[]> {
@@ -162,6 +165,60 @@ Deno.test("serve --http with http.tokensFile runs each token as its own principa
       await server.stop();
     }
   });
+});
+
+Deno.test("serve --http in bearer mode passes CODE_EXECUTOR_HTTP_TOKEN to no upstream server and no sandbox code", async () => {
+  const token = generateToken();
+  const upstream = startRecordingUpstream();
+  try {
+    const server = await spawnHttpServe({
+      env: { CODE_EXECUTOR_HTTP_TOKEN: token },
+      upstream: {
+        recorder: { type: "http", url: upstream.url.href },
+        fixture: fixtureServer({}),
+      },
+    });
+    try {
+      const client = await connectHttp(server.url, { token });
+      let pid = 0;
+      try {
+        const result = await callRunTypescript(
+          client,
+          `
+          const remote = await callMCPTool("mcp__recorder__whoami", {});
+          const pid = await callMCPTool("mcp__fixture__pid", {});
+          let env;
+          try { env = Deno.env.toObject(); } catch (error) { env = String(error); }
+          console.log(JSON.stringify(env));
+          return { remote, pid };
+        `,
+        );
+        assertEquals(result.ok, true, JSON.stringify(result));
+        const value = result.returnValue as { remote: string; pid: string };
+        assertEquals(value.remote, "upstream here");
+        assertMatch(result.stdout, /NotCapable: Requires env access/);
+        assert(!JSON.stringify(result).includes(token), "sandbox code saw the token");
+        pid = Number(value.pid);
+      } finally {
+        await client.close();
+      }
+      // The server's own environment holds the token; the stdio upstream's curated one does not.
+      const environ = new TextDecoder().decode(await Deno.readFile(`/proc/${pid}/environ`));
+      assertMatch(environ, /(^|\0)PATH=/);
+      assert(!environ.includes(token), "the token is in a stdio upstream's environment");
+      assert(!environ.includes("CODE_EXECUTOR_HTTP_TOKEN"), environ.replaceAll("\0", " "));
+      assert(upstream.requests.length > 0, "the HTTP upstream was never called");
+      for (const headers of upstream.requests) {
+        assertEquals(headers.authorization, undefined, JSON.stringify(headers));
+        assert(!JSON.stringify(headers).includes(token), JSON.stringify(headers));
+      }
+      await assertNoTokenLeaked(server, [token]);
+    } finally {
+      await server.stop();
+    }
+  } finally {
+    await upstream.close();
+  }
 });
 
 /**
