@@ -212,6 +212,7 @@ Deno.test("serve --http in bearer mode passes CODE_EXECUTOR_HTTP_TOKEN to no ups
         assertEquals(headers.authorization, undefined, JSON.stringify(headers));
         assert(!JSON.stringify(headers).includes(token), JSON.stringify(headers));
       }
+      assertEquals(await waitForAudit(server, 1), ["default"]);
       await assertNoTokenLeaked(server, [token]);
     } finally {
       await server.stop();

@@ -410,9 +410,12 @@ Deno.test("serve --http with OAuth passes the access token to no upstream server
           assert(!JSON.stringify(headers).includes(signature), JSON.stringify(headers));
         }
         assert(!server.stderr().includes(signature), "the token is in the server's stderr");
-        const audit = await Deno.readTextFile(join(server.tempDir, "audit.jsonl"));
-        assert(audit.includes("mcp__recorder__whoami"), audit);
-        assert(!audit.includes(signature), "the token is in the audit log");
+        // The audit log is written in the background: wait for the run's tool call records.
+        const auditPath = join(server.tempDir, "audit.jsonl");
+        const audit = () => Deno.readTextFile(auditPath).catch(() => "");
+        await eventually(async () => (await audit()).includes("mcp__fixture__pid"), 10_000);
+        assert((await audit()).includes("mcp__recorder__whoami"), await audit());
+        assert(!(await audit()).includes(signature), "the token is in the audit log");
       }, {
         upstream: {
           recorder: { type: "http", url: upstream.url.href },
