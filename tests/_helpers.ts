@@ -418,8 +418,13 @@ export async function spawnHttpServe(options: SpawnHttpServeOptions = {}): Promi
     ...options.env,
   };
   const args = ["run", "-A", "main.ts", "serve", "--http", "--port", "0"];
-  if (options.settings) env.CODE_EXECUTOR_CONFIG = await writeSettings(tempDir, options.settings);
-  if (options.upstream) args.push("--config", await writeMcpConfig(tempDir, options.upstream));
+  try {
+    if (options.settings) env.CODE_EXECUTOR_CONFIG = await writeSettings(tempDir, options.settings);
+    if (options.upstream) args.push("--config", await writeMcpConfig(tempDir, options.upstream));
+  } catch (error) {
+    await Deno.remove(tempDir, { recursive: true }).catch(() => {});
+    throw error;
+  }
   const child = new Deno.Command(Deno.execPath(), {
     args,
     cwd: ROOT,
