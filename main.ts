@@ -31,6 +31,10 @@ Usage:
   code-executor setup [--client ID] [--move] [--sync] [--yes] [--dry-run] [--http URL]
                                             Find your MCP servers and put Code Executor in front
                                             of them in a client's config (asks on a terminal)
+  code-executor setup --http-token [--principal NAME [--tokens-file PATH]]
+                                            Print a new bearer token for serve --http; with a
+                                            principal, also add it to the tokens file (0600;
+                                            default http.tokensFile)
   code-executor sync [--config PATH]... [--out DIR] [--no-wrappers]
                                             Re-list every server's tools into the cache and
                                             regenerate the wrappers

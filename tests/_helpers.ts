@@ -5,7 +5,12 @@
  *
  * @module
  */
-import { Client, type ClientOptions } from "@modelcontextprotocol/client";
+import {
+  Client,
+  type ClientOptions,
+  StreamableHTTPClientTransport,
+  type StreamableHTTPClientTransportOptions,
+} from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -368,6 +373,182 @@ export function spawnServe(
     writer,
     stderr: new Response(child.stderr).text(),
     send: (message) => writer.write(encoder.encode(JSON.stringify(message) + "\n")),
+  };
+}
+
+/** A `main.ts serve --http --port 0` process, listening. */
+export interface HttpServe {
+  /** The MCP endpoint's URL, with the port the server picked. */
+  url: URL;
+  /** The process. */
+  child: Deno.ChildProcess;
+  /** Its TMPDIR (sandbox directories, `audit.jsonl`, the settings file). */
+  tempDir: string;
+  /** What it has written to stderr so far (info level: one line per request). */
+  stderr(): string;
+  /**
+   * Sends SIGTERM, waits for the exit (SIGKILL after 20 s), checks that no sandbox, upstream
+   * server or workspace of it is left, and removes the temp directory.
+   *
+   * @returns The exit status.
+   * @throws {AssertionError} When something of the server outlives it.
+   */
+  stop(): Promise<Deno.CommandStatus | undefined>;
+}
+
+/** Options for {@linkcode spawnHttpServe}. */
+export interface SpawnHttpServeOptions extends ServerEnvOptions {
+  /** More environment variables (`CODE_EXECUTOR_HTTP_TOKEN`, …). */
+  env?: Record<string, string>;
+  /** Settings written to a CODE_EXECUTOR_CONFIG file in the temp directory. */
+  settings?: Record<string, unknown>;
+  /** Upstream servers, written to an `mcp.json` in the temp directory for `--config`. */
+  upstream?: Record<string, unknown>;
+  /** The TMPDIR to use (the caller's, kept after stop); a new one, removed by stop, if omitted. */
+  tempDir?: string;
+}
+
+/**
+ * Spawns `deno run -A main.ts serve --http --port 0` with a cleared environment, a private TMPDIR
+ * and logs at info level, and waits for its `ready on http://…` line.
+ *
+ * @param options Environment, settings and upstream servers.
+ * @returns The listening server; stop it when done.
+ * @throws {Error} With the server's stderr, when it exits (or is silent for 60 s) before it is
+ *   ready.
+ */
+export async function spawnHttpServe(options: SpawnHttpServeOptions = {}): Promise<HttpServe> {
+  const own = options.tempDir === undefined;
+  const tempDir = options.tempDir ??
+    await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-http-" }));
+  const env: Record<string, string> = {
+    ...serverEnv(tempDir, options),
+    CODE_EXECUTOR_LOG_LEVEL: "info",
+    ...options.env,
+  };
+  const args = ["run", "-A", "main.ts", "serve", "--http", "--port", "0"];
+  try {
+    if (options.settings) env.CODE_EXECUTOR_CONFIG = await writeSettings(tempDir, options.settings);
+    if (options.upstream) args.push("--config", await writeMcpConfig(tempDir, options.upstream));
+  } catch (error) {
+    if (own) await Deno.remove(tempDir, { recursive: true }).catch(() => {});
+    throw error;
+  }
+  const child = new Deno.Command(Deno.execPath(), {
+    args,
+    cwd: ROOT,
+    clearEnv: true,
+    env,
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const chunks: string[] = [];
+  let onChunk = () => {};
+  const drained = child.stderr.pipeThrough(new TextDecoderStream()).pipeTo(
+    new WritableStream({
+      write(chunk) {
+        chunks.push(chunk);
+        onChunk();
+      },
+    }),
+  );
+  const stderr = () => chunks.join("");
+  const ready = new Promise<URL | undefined>((resolve) => {
+    const timer = setTimeout(() => resolve(undefined), 60_000);
+    onChunk = () => {
+      const match = stderr().match(/ready on (http:\/\/\S+)/);
+      if (match) {
+        clearTimeout(timer);
+        resolve(new URL(match[1]));
+      }
+    };
+    child.status.then(() => {
+      clearTimeout(timer);
+      resolve(undefined);
+    });
+  });
+  const url = await ready;
+  const stop = async (): Promise<Deno.CommandStatus | undefined> => {
+    try {
+      child.kill("SIGTERM");
+    } catch {
+      // It has exited already.
+    }
+    const status = await exitOrKill(child, 20_000);
+    await drained;
+    try {
+      const gone = await eventually(
+        async () =>
+          (await sandboxPids(tempDir)).length === 0 &&
+          (await pidsWithEnv(`TMPDIR=${tempDir}`)).length === 0 &&
+          (await sandboxDirs(tempDir)).length === 0,
+        10_000,
+      );
+      assert(
+        gone,
+        `left after the server stopped: sandboxes ${await sandboxPids(
+          tempDir,
+        )}, processes ${await pidsWithEnv(
+          `TMPDIR=${tempDir}`,
+        )}, workspaces ${await sandboxDirs(tempDir)}`,
+      );
+    } finally {
+      if (own) await Deno.remove(tempDir, { recursive: true }).catch(() => {});
+    }
+    return status;
+  };
+  if (!url) {
+    await stop().catch(() => {});
+    throw new Error(`The HTTP server did not become ready:\n${stderr()}`);
+  }
+  return { url, child, tempDir, stderr, stop };
+}
+
+/** Options for {@linkcode connectHttp}. */
+export interface ConnectHttpOptions {
+  /** The protocol era: `legacy` (2025-11-25, initialize and a session) or `modern` (2026-07-28). */
+  era?: "legacy" | "modern";
+  /** Sent as `Authorization: Bearer <token>` on every request. */
+  token?: string;
+  /** Or an OAuth provider that finds the authorization server from the 401 and gets a token. */
+  authProvider?: StreamableHTTPClientTransportOptions["authProvider"];
+}
+
+/**
+ * Connects an SDK v2 client to an HTTP endpoint in one protocol era.
+ *
+ * @param url The MCP endpoint.
+ * @param options The era and the credentials.
+ * @returns The connected client; close it when done.
+ */
+export async function connectHttp(url: URL, options: ConnectHttpOptions = {}): Promise<Client> {
+  const transport = new StreamableHTTPClientTransport(url, {
+    ...(options.token
+      ? { requestInit: { headers: { authorization: `Bearer ${options.token}` } } }
+      : {}),
+    ...(options.authProvider ? { authProvider: options.authProvider } : {}),
+  });
+  const client = new Client(
+    { name: "code-executor-tests", version: "1.0.0" },
+    options.era === "modern" ? { versionNegotiation: { mode: "auto" } } : {},
+  );
+  await client.connect(transport);
+  return client;
+}
+
+/**
+ * Calls run_typescript through a connected client.
+ *
+ * @param client The client.
+ * @param code The code.
+ * @returns The structured result, with `isError`.
+ */
+export async function callRunTypescript(client: Client, code: string): Promise<RunResult> {
+  const result = await client.callTool({ name: "run_typescript", arguments: { code } });
+  return {
+    ...(result.structuredContent as unknown as ExecutionResult),
+    isError: result.isError === true,
   };
 }
 
@@ -754,77 +935,4 @@ export async function runCommand(
  */
 export function describeRun(run: CommandRun): string {
   return `exit code ${run.code}\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`;
-}
-
-/** A `main.ts serve --http --port 0` process, its URL read from its stderr. */
-export interface HttpServe {
-  /** The MCP endpoint it announced (`http://127.0.0.1:PORT/mcp`). */
-  url: string;
-  /** Stops it with SIGTERM (a drain), waits for it, and returns its exit status. */
-  stop(): Promise<Deno.CommandStatus | undefined>;
-  /** What it wrote to stderr so far. */
-  stderr(): string;
-}
-
-/**
- * Spawns `deno run -A main.ts serve --http --host 127.0.0.1 --port 0` with a cleared environment
- * and waits until it says where it listens (at info level, on stderr; its stderr is read to the
- * end meanwhile). Without `CODE_EXECUTOR_HTTP_TOKEN` in `options.env` it runs without auth.
- *
- * @param tempDir The server's TMPDIR.
- * @param options Its HOME, and more variables.
- * @returns The running server.
- * @throws {Error} When it exits or stays silent for two minutes (with its stderr).
- */
-export async function spawnHttpServe(
-  tempDir: string,
-  options: ServerEnvOptions & { env?: Record<string, string> } = {},
-): Promise<HttpServe> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "main.ts", "serve", "--http", "--host", "127.0.0.1", "--port", "0"],
-    cwd: ROOT,
-    clearEnv: true,
-    env: {
-      ...serverEnv(tempDir, options),
-      CODE_EXECUTOR_LOG_LEVEL: "info",
-      CODE_EXECUTOR_WARM_POOL: "0",
-      CODE_EXECUTOR_HTTP_DRAIN_MS: "2000",
-      ...options.env,
-    },
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  let text = "";
-  let announce: (url: string | undefined) => void = () => {};
-  const announced = new Promise<string | undefined>((resolve) => announce = resolve);
-  const drained = (async () => {
-    for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) {
-      if (text.length < 4_000_000) text += chunk;
-      const ready = /ready on (http:\/\/\S+)/.exec(text);
-      if (ready) announce(ready[1]);
-    }
-    announce(undefined);
-  })();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const url = await Promise.race([
-    announced,
-    new Promise<undefined>((resolve) => timer = setTimeout(() => resolve(undefined), 120_000)),
-  ]);
-  clearTimeout(timer);
-  const stop = async () => {
-    try {
-      child.kill("SIGTERM");
-    } catch {
-      // It has exited already.
-    }
-    const status = await exitOrKill(child, 60_000);
-    await drained;
-    return status;
-  };
-  if (!url) {
-    await stop();
-    throw new Error(`serve --http did not say where it listens:\n${text}`);
-  }
-  return { url, stop, stderr: () => text };
 }

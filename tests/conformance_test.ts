@@ -226,7 +226,11 @@ async function conform(revision: Revision): Promise<void> {
     }
     const scoring = await requirementSet(revision, env, tempDir);
 
-    const server = await spawnHttpServe(tempDir, { home, sharedCache: true });
+    const server = await spawnHttpServe({
+      tempDir,
+      home,
+      sharedCache: true,
+    });
     let run: CommandRun;
     try {
       run = await runCommand(Deno.execPath(), [
@@ -236,7 +240,7 @@ async function conform(revision: Revision): Promise<void> {
         CONFORMANCE,
         "server",
         "--url",
-        server.url,
+        server.url.href,
         "--requirements",
         revision,
         "--expected-failures",

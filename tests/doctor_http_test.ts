@@ -81,7 +81,11 @@ Deno.test("doctor tells a running serve --http on the port from another program"
   await withTempDir("ce-doctor-http-", async (tempDir) => {
     const home = join(tempDir, "home");
     await Deno.mkdir(home);
-    const server = await spawnHttpServe(tempDir, { home, sharedCache: true });
+    const server = await spawnHttpServe({
+      tempDir,
+      home,
+      sharedCache: true,
+    });
     try {
       const port = new URL(server.url).port;
       const run = await doctor(home, { CODE_EXECUTOR_HTTP_PORT: port });

@@ -79,19 +79,20 @@ Deno.test("an open SSE stream counts against http.maxRequests until the client d
     const home = join(tempDir, "home");
     await Deno.mkdir(home);
     const config = await writeSettings(tempDir, { http: { maxRequests: 2 } });
-    const server = await spawnHttpServe(tempDir, {
+    const server = await spawnHttpServe({
+      tempDir,
       home,
       sharedCache: true,
       env: { CODE_EXECUTOR_CONFIG: config },
     });
     try {
-      const before = await listTools(server.url);
+      const before = await listTools(server.url.href);
       assertEquals(before.status, 200, before.text);
 
-      const streams = [await openStream(server.url), await openStream(server.url)];
+      const streams = [await openStream(server.url.href), await openStream(server.url.href)];
       assertEquals(streams.map((s) => s.status), [200, 200]);
       try {
-        const refused = await listTools(server.url);
+        const refused = await listTools(server.url.href);
         assertEquals(refused.status, 503, refused.text.slice(0, 300));
         assertMatch(refused.text, /Too many requests at once \(http\.maxRequests 2\)/);
         const health = await fetch(new URL("/healthz", server.url));
@@ -102,7 +103,7 @@ Deno.test("an open SSE stream counts against http.maxRequests until the client d
       // Once the streams are gone, their places are free again.
       let last = { status: 0, text: "" };
       const served = await eventually(async () => {
-        last = await listTools(server.url);
+        last = await listTools(server.url.href);
         return last.status === 200;
       }, 10_000);
       assert(served, `still refused after the streams closed: ${last.status} ${last.text}`);

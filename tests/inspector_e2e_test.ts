@@ -1,6 +1,7 @@
 /**
  * End to end through a third-party client: the MCP Inspector CLI from npm launches
- * `deno task --quiet start` in the repository root and talks to it over stdio.
+ * `deno task --quiet start` in the repository root and talks to it over stdio, and talks to a
+ * `serve --http` with a bearer token over Streamable HTTP in both protocol eras.
  *
  * The Inspector runs with `npx` on the machine's Node. Its package.json asks for Node
  * >= 22.19, but its CLI works on Node 20; `deno run npm:@modelcontextprotocol/inspector` is
@@ -12,6 +13,7 @@
  * @module
  */
 import { assert, assertEquals } from "./_assert.ts";
+import { join } from "node:path";
 import {
   type CommandRun,
   describeRun,
@@ -20,8 +22,10 @@ import {
   ROOT,
   runCommand,
   sandboxDirs,
+  spawnHttpServe,
   withTempDir,
 } from "./_helpers.ts";
+import { generateToken } from "../src/server/http_auth.ts";
 
 /** Generous: the first run may download the Inspector and its dependencies from npm. */
 const INSPECTOR_TIMEOUT_MS = 180_000;
@@ -123,4 +127,91 @@ Deno.test("MCP Inspector CLI runs code with tools/call run_typescript", async ()
     assert(text.includes("from inspector"), `text content: ${text}`);
     assert(text.includes("42"), `text content: ${text}`);
   });
+});
+
+/**
+ * Runs the Inspector CLI against an HTTP endpoint. It gets a private HOME and an in-memory secret
+ * store (it would otherwise try the OS keychain), keeps the caller's npm cache, and with
+ * `--stored-auth-only` never waits for a browser: a refused request ends it with `auth_required`.
+ *
+ * @param home The private HOME.
+ * @param url The MCP endpoint.
+ * @param args The header, era and `--method ...` options.
+ * @returns The exit code and output of the Inspector.
+ */
+function inspectHttp(home: string, url: URL, args: string[]): Promise<CommandRun> {
+  const realHome = Deno.env.get("HOME") ?? home;
+  return runCommand("npx", [
+    "--yes",
+    "--prefer-offline",
+    INSPECTOR,
+    "--cli",
+    url.href,
+    "--transport",
+    "http",
+    "--stored-auth-only",
+    ...args,
+  ], {
+    cwd: home,
+    env: {
+      NO_COLOR: "1",
+      HOME: home,
+      MCP_INSPECTOR_SECRET_STORE: "memory",
+      npm_config_cache: Deno.env.get("npm_config_cache") ?? join(realHome, ".npm"),
+      npm_config_update_notifier: "false",
+      npm_config_fund: "false",
+    },
+    timeoutMs: INSPECTOR_TIMEOUT_MS,
+  });
+}
+
+Deno.test("MCP Inspector CLI lists and calls tools over HTTP with a bearer token, and is refused without it", async () => {
+  const token = generateToken();
+  const server = await spawnHttpServe({ env: { CODE_EXECUTOR_HTTP_TOKEN: token } });
+  try {
+    await withTempDir("ce-inspector-home-", async (home) => {
+      const header = ["--header", `Authorization: Bearer ${token}`];
+      const listed = parseResult(
+        await inspectHttp(home, server.url, [...header, "--method", "tools/list"]),
+      );
+      const names = (listed.tools as { name: string }[]).map((tool) => tool.name);
+      assert(names.includes("run_typescript"), `tools/list returned ${JSON.stringify(names)}`);
+
+      for (const era of ["legacy", "modern"]) {
+        const called = parseResult(
+          await inspectHttp(home, server.url, [
+            ...header,
+            "--protocol-era",
+            era,
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "run_typescript",
+            "--tool-arg",
+            `code=console.log("over http"); return 6*7`,
+          ]),
+        );
+        assertEquals(called.isError, false, `${era}: ${JSON.stringify(called)}`);
+        const structured = called.structuredContent as Record<string, unknown>;
+        assertEquals(structured.returnValue, 42, era);
+        assertEquals(structured.stdout, "over http\n", era);
+      }
+
+      for (const refusedHeader of [[], ["--header", `Authorization: Bearer ${generateToken()}`]]) {
+        const refused = await inspectHttp(home, server.url, [
+          ...refusedHeader,
+          "--method",
+          "tools/list",
+        ]);
+        assert(refused.code !== 0, describeRun(refused));
+        assert(
+          `${refused.stdout}${refused.stderr}`.includes("auth_required"),
+          describeRun(refused),
+        );
+      }
+    });
+    assert(!server.stderr().includes(token), "the token is in the server's stderr");
+  } finally {
+    await server.stop();
+  }
 });

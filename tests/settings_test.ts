@@ -1,7 +1,14 @@
 import { join } from "node:path";
-import { assertEquals, assertMatch, assertRejects } from "./_assert.ts";
-import { type UserDirs, withUserDirs } from "./_helpers.ts";
-import { loadSettings, resolveSettings, SettingsError } from "../src/config/settings.ts";
+import { z } from "zod";
+import { assert, assertEquals, assertMatch, assertRejects } from "./_assert.ts";
+import { ROOT, type UserDirs, withUserDirs } from "./_helpers.ts";
+import {
+  ENV_OVERRIDES,
+  loadSettings,
+  resolveSettings,
+  SettingsError,
+  SettingsSchema,
+} from "../src/config/settings.ts";
 
 /** A HOME with an empty Code Executor config directory, and a project. */
 function withDirs(fn: (dirs: UserDirs) => Promise<void>): Promise<void> {
@@ -113,4 +120,32 @@ Deno.test("resolveSettings() refuses a default timeout above the maximum", () =>
     message = (error as Error).message;
   }
   assertMatch(message, /limits\.timeoutMs.*limits\.maxTimeoutMs/);
+});
+
+/** Every leaf key of the settings schema (`http.oauth.issuer`), from its JSON Schema. */
+function settingKeys(): string[] {
+  const keys: string[] = [];
+  const walk = (node: { type?: unknown; properties?: Record<string, unknown> }, path: string[]) => {
+    if (node.type === "object" && node.properties) {
+      for (const [key, child] of Object.entries(node.properties)) {
+        walk(child as typeof node, [...path, key]);
+      }
+    } else {
+      keys.push(path.join("."));
+    }
+  };
+  walk(z.toJSONSchema(SettingsSchema, { io: "input" }) as Parameters<typeof walk>[0], []);
+  return keys;
+}
+
+Deno.test("README's settings table has a row for every limits and http setting, and names every environment variable", async () => {
+  const readme = await Deno.readTextFile(join(ROOT, "README.md"));
+  const rows = new Set([...readme.matchAll(/^\| `([\w.]+)` +\|/gm)].map((match) => match[1]));
+  const keys = settingKeys().filter((key) => /^(limits|http)\./.test(key));
+  assert(keys.includes("http.oauth.jwksCooldownMs"), `schema keys: ${keys}`);
+  assertEquals(keys.filter((key) => !rows.has(key)), [], "settings without a row in README");
+  const unnamed = ENV_OVERRIDES.map(([name]) => name).filter((name) =>
+    !readme.includes(`\`${name}\``)
+  );
+  assertEquals(unnamed, [], "environment variables README does not name");
 });

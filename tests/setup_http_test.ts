@@ -304,7 +304,8 @@ Deno.test("the entry setup --http writes for Claude Code reaches serve --http wi
     const home = join(tempDir, "home");
     await Deno.mkdir(home);
     const token = crypto.randomUUID().replaceAll("-", "");
-    const server = await spawnHttpServe(tempDir, {
+    const server = await spawnHttpServe({
+      tempDir,
       home,
       sharedCache: true,
       env: { CODE_EXECUTOR_HTTP_TOKEN: token },
@@ -318,7 +319,7 @@ Deno.test("the entry setup --http writes for Claude Code reaches serve --http wi
       const entry = planSetup(scans, {
         client: "claude-code",
         env: { HOME: home },
-        http: server.url,
+        http: server.url.href,
       }).entry.value as { url: string; headers: Record<string, string> };
       // As Claude Code expands it: ${VAR} from the environment it runs in.
       const connect = async (value: string) => {

@@ -21,7 +21,7 @@ import {
 } from "@modelcontextprotocol/server";
 import type { Settings } from "../config/settings.ts";
 import type { Logger } from "../log.ts";
-import { type Authenticator, createAuthenticator } from "./http_auth.ts";
+import { type Authenticator, authMode, createAuthenticator } from "./http_auth.ts";
 import { LegacySessions, rpcError } from "./http_sessions.ts";
 import { type CodeExecutorServer, createServer, type ServerDeps } from "./server.ts";
 
@@ -167,10 +167,7 @@ async function within<T>(work: Promise<T>, ms: number): Promise<T | undefined> {
 export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<HttpEndpoint> {
   const { settings, log } = options;
   const http = settings.http;
-  const bound = new URL(`http://${hostName(http.host)}:${http.port}${http.path}`);
-  const resource = new URL(http.publicUrl ?? bound.href);
-  const auth = await createAuthenticator(settings, { env: options.env, resource });
-  if (auth.mode === "none" && !isLoopback(http.host)) {
+  if (authMode(settings, options.env) === "none" && !isLoopback(http.host)) {
     throw new TypeError(
       `Refusing to serve HTTP on ${http.host} without authentication: anyone who reaches the port could run code. Set CODE_EXECUTOR_HTTP_TOKEN (or http.tokensFile, or http.oauth), or bind to 127.0.0.1`,
     );
@@ -198,6 +195,9 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
 
   let inFlight = 0;
   let accepting = true;
+  // Made once the socket is bound: the resource URL (the OAuth audience and the protected
+  // resource) holds the port, and `--port 0` learns it only then.
+  let auth: Authenticator | undefined;
   const route = async (request: Request, path: string): Promise<Response> => {
     if (path === "/healthz") {
       return Response.json({ status: accepting ? "ok" : "draining" }, {
@@ -212,6 +212,7 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
     const refused = (hosts ? hostHeaderValidationResponse(request, hosts) : undefined) ??
       originValidationResponse(request, origins);
     if (refused) return refused;
+    if (!auth) return rpcError(503, -32000, "The server is starting; retry shortly");
     const metadata = auth.metadata(request);
     if (metadata) return metadata;
     if (path !== http.path) {
@@ -276,6 +277,15 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
 
   const addr = server.addr as Deno.NetAddr;
   const url = new URL(`http://${hostName(http.host)}:${addr.port}${http.path}`);
+  const resource = new URL(http.publicUrl ?? url.href);
+  try {
+    auth = await createAuthenticator(settings, { env: options.env, resource });
+  } catch (error) {
+    await sessions.close();
+    await modern.close().catch(() => {});
+    await within(server.shutdown(), 5_000);
+    throw error;
+  }
   return {
     url,
     auth: auth.mode,

@@ -11,9 +11,11 @@
  * @module
  */
 import { createHash, timingSafeEqual } from "node:crypto";
+import { dirname } from "node:path";
 import {
   type AuthInfo,
   type AuthMetadataOptions,
+  buildOAuthProtectedResourceMetadata,
   getOAuthProtectedResourceMetadataUrl,
   OAuthError,
   OAuthErrorCode,
@@ -114,6 +116,49 @@ export async function readTokensFile(path: string): Promise<Array<[string, Uint8
   return entries;
 }
 
+/**
+ * Appends a `principal token` line to a tokens file, creating it (mode 0600, and its directory)
+ * when it does not exist. An existing file must pass {@linkcode readTokensFile} and must not name
+ * the principal already.
+ *
+ * @param path The tokens file.
+ * @param principal The name the token stands for.
+ * @param token The token (from {@linkcode generateToken}).
+ * @throws {TypeError} When the principal is not a valid name or is listed already, the token is
+ *   too short, or the existing file is refused by {@linkcode readTokensFile}.
+ */
+export async function appendTokenLine(
+  path: string,
+  principal: string,
+  token: string,
+): Promise<void> {
+  if (!PRINCIPAL.test(principal)) {
+    throw new TypeError(
+      `Invalid principal "${principal}": use 1 to 64 letters, digits and _.@:+-`,
+    );
+  }
+  if (token.length < MIN_TOKEN_LENGTH || /\s/.test(token)) {
+    throw new TypeError(`Invalid token: it must be ${MIN_TOKEN_LENGTH}+ characters without spaces`);
+  }
+  let text: string | undefined;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+    await Deno.mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  }
+  if (text !== undefined) {
+    const listed = (await readTokensFile(path)).map(([name]) => name);
+    if (listed.includes(principal)) {
+      throw new TypeError(
+        `Cannot add "${principal}" to ${path}: it is listed already; remove its line first to replace its token`,
+      );
+    }
+  }
+  const line = `${!text || text.endsWith("\n") ? "" : "\n"}${principal} ${token}\n`;
+  await Deno.writeTextFile(path, line, { append: true, create: true, mode: 0o600 });
+}
+
 /** Generates a random bearer token (256 bits, base64url). */
 export function generateToken(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(32));
@@ -175,6 +220,15 @@ async function oauthAuthenticator(
   const oauth = settings.http.oauth!;
   const doFetch = options.fetch ?? fetch;
   const meta = await issuerMetadata(oauth.issuer, doFetch);
+  // RFC 8414 §3.3: the metadata's issuer is the issuer, character for character. A mismatch (a
+  // trailing slash, say) would refuse every token on `iss`, so it is refused here, where it shows.
+  if (meta && meta.issuer !== oauth.issuer) {
+    throw new TypeError(
+      `Cannot use OAuth: the issuer's metadata names the issuer ${
+        JSON.stringify(meta.issuer)
+      }, not http.oauth.issuer "${oauth.issuer}"; set http.oauth.issuer to exactly what its tokens carry in "iss"`,
+    );
+  }
   const jwksUri = oauth.jwksUri ?? (typeof meta?.jwks_uri === "string" ? meta.jwks_uri : undefined);
   if (!jwksUri) {
     throw new TypeError(
@@ -227,6 +281,16 @@ async function oauthAuthenticator(
     scopesSupported: oauth.scopes.length > 0 ? oauth.scopes : undefined,
     resourceName: "Code Executor",
   };
+  try {
+    // The SDK checks the issuer URL on every metadata request; a bad one would be a 500 each time.
+    buildOAuthProtectedResourceMetadata(metadataOptions);
+  } catch (error) {
+    throw new TypeError(
+      `Cannot use OAuth with http.oauth.issuer ${oauth.issuer}: ${
+        (error as Error).message
+      } (http is allowed on localhost and 127.0.0.1 only)`,
+    );
+  }
   return {
     mode: "oauth",
     metadata: (request) => oauthMetadataResponse(request, metadataOptions),
