@@ -709,6 +709,17 @@ export async function withUserDirs<T>(
 }
 
 /**
+ * A logger that keeps the warnings it is given and drops the rest, so that a test can check
+ * that nothing went wrong, or what did.
+ *
+ * @returns The logger, and the warnings as they come.
+ */
+export function captureWarnings(): Logger & { warnings: string[] } {
+  const warnings: string[] = [];
+  return { warnings, debug() {}, info() {}, warn: (m) => warnings.push(m), error() {} };
+}
+
+/**
  * Runs `fn` with an in-process {@linkcode Executor} whose sandboxes live in a fresh temp
  * directory (no warm pools unless `raw` asks for them), then checks that no sandbox directory is
  * left.
