@@ -7,7 +7,7 @@
  */
 import { Client, type ClientOptions } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { assert, assertEquals, type RunResult } from "./_assert.ts";
 import { resolveSettings } from "../src/config/settings.ts";
@@ -706,6 +706,26 @@ export async function withUserDirs<T>(
   } finally {
     await Deno.remove(root, { recursive: true });
   }
+}
+
+/**
+ * Writes a text file, creating the directories it goes in: a user's config where the client
+ * keeps it.
+ *
+ * @param path The file.
+ * @param text Its contents.
+ * @param options `mode`: the file's permission bits, set whatever the umask.
+ * @returns The path.
+ */
+export async function writeFileWithParents(
+  path: string,
+  text: string,
+  options: { mode?: number } = {},
+): Promise<string> {
+  await Deno.mkdir(dirname(path), { recursive: true });
+  await Deno.writeTextFile(path, text);
+  if (options.mode !== undefined) await Deno.chmod(path, options.mode);
+  return path;
 }
 
 /**
