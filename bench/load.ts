@@ -30,7 +30,9 @@ import { join } from "node:path";
 import {
   loadAverage,
   log,
-  machineInfo,
+  type MachineReport,
+  machineReport,
+  machineText,
   mean,
   parseBenchArgs,
   percentile,
@@ -429,7 +431,7 @@ interface BenchOptions {
 
 interface Report {
   date: string;
-  machine: { nproc: number; cpu: string; deno: string; loadBefore: string; loadAfter: string };
+  machine: MachineReport;
   command: string;
   options: BenchOptions & { warmup: number; callsPerExecution: number };
   elapsedMs: number;
@@ -496,10 +498,9 @@ async function bench(options: BenchOptions, command: string): Promise<Report> {
         run.outcomes.filter((o) => language === undefined || o.job.language === language);
       const durations = (language: Language) =>
         latencyStats(of(language).map((o) => o.result?.durationMs ?? NaN).filter(Number.isFinite));
-      const { nproc, cpu, deno } = await machineInfo();
       return {
         date: new Date().toISOString(),
-        machine: { nproc, cpu, deno, loadBefore, loadAfter: await loadAverage() },
+        machine: await machineReport(loadBefore),
         command,
         options: { ...options, warmup: warmupCount, callsPerExecution: CALLS_PER_EXECUTION },
         elapsedMs: round(run.elapsedMs),
@@ -534,8 +535,7 @@ function renderMarkdown(report: Report): string {
   return [
     `# Mixed load benchmark (${report.date})`,
     "",
-    `Machine: ${report.machine.nproc} CPUs, ${report.machine.cpu}, Deno ${report.machine.deno}; ` +
-    `load average ${report.machine.loadBefore} before, ${report.machine.loadAfter} after`,
+    `Machine: ${machineText(report.machine)}`,
     "",
     `Command: \`${report.command}\``,
     "",
