@@ -162,15 +162,33 @@ export async function machineInfo(): Promise<MachineInfo> {
   };
 }
 
+/** The machine a report was measured on, and how busy it was meanwhile. */
+export interface MachineReport extends MachineInfo {
+  /** {@linkcode loadAverage} before the measurements. */
+  loadBefore: string;
+  /** {@linkcode loadAverage} after them. */
+  loadAfter: string;
+}
+
+/**
+ * Describes this machine once the measurements are done.
+ *
+ * @param loadBefore {@linkcode loadAverage} as it was before them.
+ * @returns The machine, with the load average before and now.
+ */
+export async function machineReport(loadBefore: string): Promise<MachineReport> {
+  return { ...await machineInfo(), loadBefore, loadAfter: await loadAverage() };
+}
+
 /**
  * The machine as the reports' first line names it.
  *
  * @param machine The machine.
- * @returns `N CPUs, model, OS, Deno x (V8 y)`.
+ * @returns `N CPUs, model, OS, Deno x (V8 y); load average … before, … after`.
  */
-export function machineText(machine: MachineInfo): string {
+export function machineText(machine: MachineReport): string {
   return `${machine.nproc} CPUs, ${machine.cpu}, ${machine.os}, Deno ${machine.deno} ` +
-    `(V8 ${machine.v8})`;
+    `(V8 ${machine.v8}); load average ${machine.loadBefore} before, ${machine.loadAfter} after`;
 }
 
 /**
@@ -422,23 +440,29 @@ export async function timedRun(
   return { latencyMs, serverMs: outcome.durationMs ?? NaN };
 }
 
+/** Above the default limits.maxTimeoutMs, so that a call asking for it is refused at once. */
+const REFUSED_TIMEOUT_MS = 2_000_000_000;
+
 /**
- * Calls a tool with arguments the server must refuse before any sandbox work: the latency is
- * the MCP round trip (client, stdio, schema validation) on its own.
+ * Calls a `run_*` tool with a `timeoutMs` the server must refuse before any sandbox work: the
+ * latency is the MCP round trip (client, stdio, schema validation) on its own.
  *
  * @param server The connection.
- * @param tool The tool.
- * @param args Arguments it refuses.
+ * @param tool `run_typescript` or `run_python`.
+ * @param code The code, which never runs.
  * @returns The latency.
  * @throws {Error} When the server ran the call.
  */
 export async function timedRefusal(
   server: StdioServer,
   tool: string,
-  args: Record<string, unknown>,
+  code: string,
 ): Promise<number> {
   const started = performance.now();
-  const result = await server.client.callTool({ name: tool, arguments: args });
+  const result = await server.client.callTool({
+    name: tool,
+    arguments: { code, timeoutMs: REFUSED_TIMEOUT_MS },
+  });
   const latencyMs = performance.now() - started;
   if (!result.isError) throw new Error("The server ran a call it should have refused");
   return latencyMs;

@@ -26,13 +26,13 @@
  * @module
  */
 import type { Client } from "@modelcontextprotocol/client";
-import type { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { join } from "node:path";
 import {
-  childPids,
   loadAverage,
   log,
-  machineInfo,
+  type MachineReport,
+  machineReport,
+  machineText,
   mean,
   parseBenchArgs,
   percentile,
@@ -49,6 +49,7 @@ import {
   MEMORY,
   npmServer,
   type ServerHarness,
+  serverPid,
   startServer,
 } from "../tests/_helpers.ts";
 /** Upstream tool calls one execution makes. */
@@ -344,27 +345,6 @@ export function outcomeProblem(outcome: LoadOutcome): string | undefined {
   return undefined;
 }
 
-/**
- * Finds the server process behind a `deno task start` transport: the task runner's child that
- * runs `main.ts serve`.
- *
- * @param client A client connected by `startServer()`.
- * @returns Its pid.
- * @throws {Error} When the transport has no process or the runner has no such child.
- */
-export async function serverPid(client: Client): Promise<number> {
-  const runner = (client.transport as StdioClientTransport | undefined)?.pid;
-  if (runner === undefined || runner === null) {
-    throw new Error("Cannot find the server process: the client has no stdio transport");
-  }
-  for (const pid of [runner, ...await childPids(runner)]) {
-    const cmdline = await Deno.readTextFile(`/proc/${pid}/cmdline`).catch(() => "");
-    const args = cmdline.split("\0");
-    if (args.some((arg) => arg.endsWith("main.ts")) && args.includes("serve")) return pid;
-  }
-  throw new Error(`Cannot find the server process: no child of ${runner} runs main.ts serve`);
-}
-
 /** What {@linkcode settledRss} saw. */
 export interface SettledRss {
   /** RSS when the wait began, in MB. */
@@ -451,7 +431,7 @@ interface BenchOptions {
 
 interface Report {
   date: string;
-  machine: { nproc: number; cpu: string; deno: string; loadBefore: string; loadAfter: string };
+  machine: MachineReport;
   command: string;
   options: BenchOptions & { warmup: number; callsPerExecution: number };
   elapsedMs: number;
@@ -497,7 +477,7 @@ async function bench(options: BenchOptions, command: string): Promise<Report> {
         const problem = outcomeProblem(outcome);
         if (problem) throw new Error(`Warm-up failed: ${problem}`);
       }
-      const pid = await serverPid(server.client);
+      const pid = await serverPid(server);
       const baseline = (await settledRss(pid)).settledMb;
       let peak = baseline;
       const sampler = setInterval(async () => {
@@ -518,10 +498,9 @@ async function bench(options: BenchOptions, command: string): Promise<Report> {
         run.outcomes.filter((o) => language === undefined || o.job.language === language);
       const durations = (language: Language) =>
         latencyStats(of(language).map((o) => o.result?.durationMs ?? NaN).filter(Number.isFinite));
-      const { nproc, cpu, deno } = await machineInfo();
       return {
         date: new Date().toISOString(),
-        machine: { nproc, cpu, deno, loadBefore, loadAfter: await loadAverage() },
+        machine: await machineReport(loadBefore),
         command,
         options: { ...options, warmup: warmupCount, callsPerExecution: CALLS_PER_EXECUTION },
         elapsedMs: round(run.elapsedMs),
@@ -556,8 +535,7 @@ function renderMarkdown(report: Report): string {
   return [
     `# Mixed load benchmark (${report.date})`,
     "",
-    `Machine: ${report.machine.nproc} CPUs, ${report.machine.cpu}, Deno ${report.machine.deno}; ` +
-    `load average ${report.machine.loadBefore} before, ${report.machine.loadAfter} after`,
+    `Machine: ${machineText(report.machine)}`,
     "",
     `Command: \`${report.command}\``,
     "",

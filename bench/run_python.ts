@@ -42,8 +42,8 @@ import {
   connectStdio,
   loadAverage,
   log,
-  type MachineInfo,
-  machineInfo,
+  type MachineReport,
+  machineReport,
   machineText,
   parseBenchArgs,
   printReport,
@@ -73,8 +73,6 @@ const PY_VALUE = 2;
 const TS_CODE = "return 1";
 const SETTLE_MS = 2_000;
 const CONCURRENCY = 4;
-/** Above the default limits.maxTimeoutMs: refused before any sandbox work (the MCP round trip). */
-const REFUSED_TIMEOUT_MS = 2_000_000_000;
 const SNAPSHOT_BUILT = /Built the Pyodide snapshot \S+ \((\d+) bytes\) in (\d+) ms/;
 const TARGETS = {
   warmMedianMs: 10,
@@ -138,11 +136,7 @@ interface RefillResult {
 
 interface Report {
   date: string;
-  machine: MachineInfo & {
-    /** `/proc/loadavg` before and after the run: other work on the machine skews the numbers. */
-    loadBefore: string;
-    loadAfter: string;
-  };
+  machine: MachineReport;
   command: string;
   /** The code measured: HEAD and the files that differed from it (other work in progress). */
   code: { commit: string; dirty: string[] };
@@ -293,8 +287,7 @@ async function startServer(options: ServerOptions): Promise<BenchServer> {
       tool === "run_python"
         ? timedRun(server, tool, { code: PY_CODE }, PY_VALUE)
         : timedRun(server, tool, { code: TS_CODE }, 1),
-    callRefused: () =>
-      timedRefusal(server, "run_python", { code: PY_CODE, timeoutMs: REFUSED_TIMEOUT_MS }),
+    callRefused: () => timedRefusal(server, "run_python", PY_CODE),
     async close() {
       await server.close();
       await reapChildren();
@@ -565,8 +558,7 @@ function renderMarkdown(report: Report): string {
   const lines = [
     `# run_python benchmark (${report.date})`,
     "",
-    `Machine: ${machineText(report.machine)}; load average ` +
-    `${report.machine.loadBefore} before, ${report.machine.loadAfter} after`,
+    `Machine: ${machineText(report.machine)}`,
     "",
     `Command: \`${report.command}\``,
     "",
@@ -702,7 +694,7 @@ async function main(args: string[]): Promise<void> {
   const base = baseline.medianMs;
   const report: Report = {
     date: new Date().toISOString(),
-    machine: { ...await machineInfo(), loadBefore, loadAfter: await loadAverage() },
+    machine: await machineReport(loadBefore),
     command: ["deno run -A bench/run_python.ts", ...args].join(" "),
     code: await gitState(),
     options,

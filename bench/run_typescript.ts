@@ -35,8 +35,8 @@ import {
   connectStdio,
   loadAverage,
   log,
-  type MachineInfo,
-  machineInfo,
+  type MachineReport,
+  machineReport,
   machineText,
   parseBenchArgs,
   printReport,
@@ -61,9 +61,6 @@ const NAIVE_SERVER = fileURLToPath(new URL("./_naive_server.ts", import.meta.url
 const CODE = "return 1";
 const SETTLE_MS = 2_000;
 const CONCURRENCY = 8;
-// Above the default limits.maxTimeoutMs, so the call is refused before a sandbox is touched:
-// its latency is the MCP round trip (client, stdio, schema validation) on its own.
-const REFUSED_TIMEOUT_MS = 2_000_000_000;
 const TARGETS = { warmMedianMs: 8, coldMedianMs: 20, idleRssMb: 120 };
 
 interface ScenarioResult {
@@ -80,11 +77,7 @@ interface ScenarioResult {
 
 interface Report {
   date: string;
-  machine: MachineInfo & {
-    /** `/proc/loadavg` before and after the run: other work on the machine skews the numbers. */
-    loadBefore: string;
-    loadAfter: string;
-  };
+  machine: MachineReport;
   command: string;
   options: {
     iterations: number;
@@ -163,8 +156,7 @@ async function startServer(warmPool: number | "naive"): Promise<BenchServer> {
       }
       return { latencyMs, serverMs: NaN };
     },
-    callRefused: () =>
-      timedRefusal(server, "run_typescript", { code: CODE, timeoutMs: REFUSED_TIMEOUT_MS }),
+    callRefused: () => timedRefusal(server, "run_typescript", CODE),
     async close() {
       await server.close();
       await Deno.remove(tempDir, { recursive: true }).catch(() => {});
@@ -265,8 +257,7 @@ function renderMarkdown(report: Report): string {
   const lines = [
     `# run_typescript benchmark (${report.date})`,
     "",
-    `Machine: ${machineText(report.machine)}; load average ` +
-    `${report.machine.loadBefore} before, ${report.machine.loadAfter} after`,
+    `Machine: ${machineText(report.machine)}`,
     "",
     `Command: \`${report.command}\``,
     "",
@@ -395,7 +386,7 @@ async function main(args: string[]): Promise<void> {
 
   const report: Report = {
     date: new Date().toISOString(),
-    machine: { ...await machineInfo(), loadBefore, loadAfter: await loadAverage() },
+    machine: await machineReport(loadBefore),
     command: ["deno run -A bench/run_typescript.ts", ...args].join(" "),
     options,
     baseline,

@@ -37,8 +37,8 @@ import {
   connectStdio,
   loadAverage,
   log,
-  type MachineInfo,
-  machineInfo,
+  type MachineReport,
+  machineReport,
   machineText,
   mean,
   parseBenchArgs,
@@ -111,11 +111,7 @@ interface TokenReport {
 
 interface Report {
   date: string;
-  machine: MachineInfo & {
-    /** /proc/loadavg (1, 5, 15 min) when the measurement started and when it ended. */
-    loadStart: string;
-    loadEnd: string;
-  };
+  machine: MachineReport;
   command: string;
   options: { calls: number; warmup: number };
   latency: {
@@ -409,8 +405,7 @@ function renderMarkdown(report: Report): string {
   const lines = [
     `# Tool-call benchmark (${report.date})`,
     "",
-    `Machine: ${machineText(report.machine)}; load average ` +
-    `${report.machine.loadStart} at the start, ${report.machine.loadEnd} at the end`,
+    `Machine: ${machineText(report.machine)}`,
     "",
     `Command: \`${report.command}\``,
     "",
@@ -625,12 +620,12 @@ async function main(args: string[]): Promise<void> {
   };
   for (const signal of ["SIGINT", "SIGTERM"] as const) Deno.addSignalListener(signal, onSignal);
   try {
-    const loadStart = await loadAverage();
+    const loadBefore = await loadAverage();
     const measured = await measure(options, work, cleanup);
     const { latency, tokens } = measured;
     const report: Report = {
       date: new Date().toISOString(),
-      machine: { ...await machineInfo(), loadStart, loadEnd: await loadAverage() },
+      machine: await machineReport(loadBefore),
       command: ["deno run -A bench/tool_calls.ts", ...args].join(" "),
       options,
       ...measured,

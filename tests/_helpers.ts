@@ -12,7 +12,7 @@ import {
   type StreamableHTTPClientTransportOptions,
 } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { assert, assertEquals, type RunResult } from "./_assert.ts";
 import { resolveSettings } from "../src/config/settings.ts";
@@ -593,6 +593,44 @@ export function initializeRequest(clientName: string, id = 1): Record<string, un
   };
 }
 
+/** A process as `/proc/<pid>/stat` shows it. */
+export interface ProcessStat {
+  /** Its state: `R` running, `S` sleeping, `T` stopped, `Z` exited but not collected, … */
+  state: string;
+  /** The CPU time it has used, user plus system over all its threads, in clock ticks. */
+  cpuTicks: number;
+}
+
+/**
+ * Reads a process's state and the CPU time it has used.
+ *
+ * @param pid The process.
+ * @returns Its state and CPU time.
+ * @throws {Deno.errors.NotFound} When the process has left the process table.
+ */
+export async function processStat(pid: number): Promise<ProcessStat> {
+  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+  // The command name (field 2) is in parentheses and may hold spaces: count after it.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return { state: fields[0], cpuTicks: Number(fields[11]) + Number(fields[12]) };
+}
+
+/**
+ * Measures the CPU time processes use over the next while.
+ *
+ * @param pids The processes.
+ * @param ms How long to watch them.
+ * @returns The clock ticks each used in that time, in order.
+ */
+export async function cpuTicksOver(pids: number[], ms: number): Promise<number[]> {
+  const ticks = (pid: number) => processStat(pid).then((stat) => stat.cpuTicks, () => 0);
+  const start = await Promise.all(pids.map(ticks));
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  const end = await Promise.all(pids.map(ticks));
+  // A process that ended in the window reads 0: count only what it used before.
+  return end.map((used, i) => Math.max(0, used - start[i]));
+}
+
 /**
  * Whether a process is running: it exists and is not a zombie (which has exited; only its parent
  * has not collected it yet).
@@ -600,13 +638,19 @@ export function initializeRequest(clientName: string, id = 1): Record<string, un
  * @param pid The process.
  * @returns Whether it runs.
  */
-export async function isAlive(pid: number): Promise<boolean> {
-  try {
-    const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
-    return !/^\d+ \(.*\) Z /.test(stat);
-  } catch {
-    return false;
-  }
+export function isAlive(pid: number): Promise<boolean> {
+  return processStat(pid).then((stat) => stat.state !== "Z", () => false);
+}
+
+/**
+ * Keeps the processes that still run.
+ *
+ * @param pids The processes.
+ * @returns Those of them that {@linkcode isAlive} finds running, in order.
+ */
+export async function livePids(pids: number[]): Promise<number[]> {
+  const alive = await Promise.all(pids.map(isAlive));
+  return pids.filter((_, i) => alive[i]);
 }
 
 /**
@@ -651,6 +695,24 @@ export async function pidsWithEnv(entry: string): Promise<number[]> {
     }
   }
   return pids;
+}
+
+/**
+ * Finds the `main.ts serve` process of a harness (under `deno task start`, the task runner's
+ * child) by the TMPDIR it was started with.
+ *
+ * @param server The harness.
+ * @returns Its pid.
+ * @throws {Error} When no running process with that TMPDIR runs `main.ts serve`.
+ */
+export async function serverPid(server: ServerHarness): Promise<number> {
+  for (const pid of await pidsWithEnv(`TMPDIR=${server.tempDir}`)) {
+    const args = (await Deno.readTextFile(`/proc/${pid}/cmdline`).catch(() => "")).split("\0");
+    if (args.some((arg) => arg.endsWith("main.ts")) && args.includes("serve")) return pid;
+  }
+  throw new Error(
+    `Cannot find the server process: none runs main.ts serve with TMPDIR=${server.tempDir}`,
+  );
 }
 
 /**
@@ -765,9 +827,7 @@ export async function closeAndCheck(
     sandboxes: await sandboxPids(tempDir),
     processesWithTmp: await pidsWithEnv(`TMPDIR=${tempDir}`),
     processesWithHome: home === undefined ? [] : await pidsWithEnv(`HOME=${home}`),
-    processes: (await Promise.all(
-      (options.pids ?? []).map(async (pid) => await isAlive(pid) ? [pid] : []),
-    )).flat(),
+    processes: await livePids(options.pids ?? []),
     workspaces: await sandboxDirs(tempDir),
   });
   let left = {};
@@ -832,6 +892,37 @@ export async function withUserDirs<T>(
   } finally {
     await Deno.remove(root, { recursive: true });
   }
+}
+
+/**
+ * Writes a text file, creating the directories it goes in: a user's config where the client
+ * keeps it.
+ *
+ * @param path The file.
+ * @param text Its contents.
+ * @param options `mode`: the file's permission bits, set whatever the umask.
+ * @returns The path.
+ */
+export async function writeFileWithParents(
+  path: string,
+  text: string,
+  options: { mode?: number } = {},
+): Promise<string> {
+  await Deno.mkdir(dirname(path), { recursive: true });
+  await Deno.writeTextFile(path, text);
+  if (options.mode !== undefined) await Deno.chmod(path, options.mode);
+  return path;
+}
+
+/**
+ * A logger that keeps the warnings it is given and drops the rest, so that a test can check
+ * that nothing went wrong, or what did.
+ *
+ * @returns The logger, and the warnings as they come.
+ */
+export function captureWarnings(): Logger & { warnings: string[] } {
+  const warnings: string[] = [];
+  return { warnings, debug() {}, info() {}, warn: (m) => warnings.push(m), error() {} };
 }
 
 /**

@@ -8,38 +8,27 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals } from "./_assert.ts";
-import { eventually, ROOT, type ServerHarness, startServer } from "./_helpers.ts";
+import {
+  eventually,
+  fixtureServer,
+  type ServerHarness,
+  serverPid,
+  startServer,
+} from "./_helpers.ts";
+import { residentMb } from "../bench/_common.ts";
 import { AUDIT_TOOL_CALLS_PER_RUN } from "../src/exec/run_audit.ts";
 import { MAX_TOOL_CALL_RECORDS } from "../src/exec/tool_bridge.ts";
 
-const FIXTURE = join(ROOT, "tests", "fixtures", "upstream_fixture.ts");
 const MAX_OUTPUT_BYTES = 100 * 1024;
 /** The result's fixed allowance over maxOutputBytes: error text and the listed tool calls. */
 const ALLOWANCE_BYTES = 64 * 1024;
-
-/** The deno process that `deno task start` runs: the server itself. */
-async function serverPid(taskPid: number): Promise<number> {
-  for await (const entry of Deno.readDir("/proc")) {
-    if (!/^\d+$/.test(entry.name)) continue;
-    const stat = await Deno.readTextFile(`/proc/${entry.name}/stat`).catch(() => "");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    const cmdline = await Deno.readTextFile(`/proc/${entry.name}/cmdline`).catch(() => "");
-    if (Number(fields[1]) === taskPid && cmdline.includes("main.ts")) return Number(entry.name);
-  }
-  throw new Error(`No server process under ${taskPid}`);
-}
-
-async function rssMb(pid: number): Promise<number> {
-  const status = await Deno.readTextFile(`/proc/${pid}/status`);
-  return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024;
-}
 
 async function settledRssMb(pid: number): Promise<number> {
   // Let the collector catch up with what the run left: take the lowest of a few readings.
   let low = Infinity;
   for (let i = 0; i < 10; i++) {
     await new Promise((r) => setTimeout(r, 200));
-    low = Math.min(low, await rssMb(pid));
+    low = Math.min(low, await residentMb(pid));
   }
   return low;
 }
@@ -54,21 +43,8 @@ async function auditRecords(home: string): Promise<Array<Record<string, unknown>
 }
 
 async function withServer(fn: (server: ServerHarness) => Promise<void>): Promise<void> {
-  const home = await Deno.makeTempDir({ prefix: "ce-bounds-" });
-  const config = join(home, "mcp.json");
-  await Deno.writeTextFile(
-    config,
-    JSON.stringify({
-      mcpServers: {
-        fixture: {
-          command: Deno.execPath(),
-          args: ["run", "-A", "--config", join(ROOT, "deno.json"), FIXTURE],
-        },
-      },
-    }),
-  );
   const server = await startServer({
-    args: ["--config", config],
+    upstream: { fixture: fixtureServer({}) },
     env: { CODE_EXECUTOR_PYTHON_WARM_POOL: "1" },
     // A small audit log: one run that wrote a line per call would rotate the others out.
     settings: {
@@ -80,7 +56,6 @@ async function withServer(fn: (server: ServerHarness) => Promise<void>): Promise
     await fn(server);
   } finally {
     await server.close();
-    await Deno.remove(home, { recursive: true }).catch(() => {});
   }
 }
 
@@ -143,7 +118,7 @@ for (const flood of FLOODS) {
         },
       });
       assertEquals(before.isError, false, JSON.stringify(before));
-      const pid = await serverPid((server.client.transport as unknown as { pid: number }).pid);
+      const pid = await serverPid(server);
       const baseline = await settledRssMb(pid);
 
       const response = await server.client.callTool({

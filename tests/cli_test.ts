@@ -1,13 +1,14 @@
 import { join } from "node:path";
 import { assertEquals, assertMatch } from "./_assert.ts";
-import { eventually, leftovers, ROOT } from "./_helpers.ts";
-
-/** What a finished command-line process did. */
-interface CliRun {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
+import {
+  type CommandRun,
+  describeRun as describe,
+  eventually,
+  ROOT,
+  runCommand,
+  sandboxDirs,
+  withTempDir,
+} from "./_helpers.ts";
 
 /** How long a command may take before it is killed and the test fails. */
 const CLI_TIMEOUT_MS = 60_000;
@@ -19,52 +20,25 @@ const CLI_TIMEOUT_MS = 60_000;
  * @param tempDir The TMPDIR the process's sandboxes put their workspaces in.
  * @returns Exit code and output.
  */
-async function deno(args: string[], tempDir: string): Promise<CliRun> {
-  const abort = new AbortController();
-  const timer = setTimeout(() => abort.abort(), CLI_TIMEOUT_MS);
-  try {
-    const output = await new Deno.Command(Deno.execPath(), {
-      args,
-      cwd: ROOT,
-      env: { TMPDIR: tempDir, NO_COLOR: "1" },
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-      signal: abort.signal,
-    }).output();
-    const decoder = new TextDecoder();
-    return {
-      code: output.code,
-      stdout: decoder.decode(output.stdout),
-      stderr: decoder.decode(output.stderr),
-    };
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** Renders a run for assertion messages. */
-function describe(run: CliRun): string {
-  return `exit code ${run.code}\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`;
+function deno(args: string[], tempDir: string): Promise<CommandRun> {
+  return runCommand(Deno.execPath(), args, {
+    cwd: ROOT,
+    env: { TMPDIR: tempDir, NO_COLOR: "1" },
+    timeoutMs: CLI_TIMEOUT_MS,
+  });
 }
 
 /**
  * Gives `body` a fresh directory with a `tmp/` inside for TMPDIR, checks afterwards that no
  * sandbox workspace was left in `tmp/`, and removes the directory.
  */
-async function withTempDir(
-  body: (dir: string, tempDir: string) => Promise<void>,
-): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "ce-cli-" });
-  const tempDir = join(dir, "tmp");
-  try {
+function withCliDirs(body: (dir: string, tempDir: string) => Promise<void>): Promise<void> {
+  return withTempDir("ce-cli-", async (dir) => {
+    const tempDir = join(dir, "tmp");
     await Deno.mkdir(tempDir);
     await body(dir, tempDir);
-    const left = (await leftovers(tempDir)).filter((name) => name.startsWith("code-executor-"));
-    assertEquals(left, [], "sandbox workspaces were left behind");
-  } finally {
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
-  }
+    assertEquals(await sandboxDirs(tempDir), [], "sandbox workspaces were left behind");
+  });
 }
 
 /** Writes a script into `dir` and returns its path. */
@@ -75,7 +49,7 @@ async function script(dir: string, name: string, code: string): Promise<string> 
 }
 
 Deno.test("main.ts --help prints usage and exits 0", async () => {
-  await withTempDir(async (_dir, tempDir) => {
+  await withCliDirs(async (_dir, tempDir) => {
     const run = await deno(["run", "-A", "main.ts", "--help"], tempDir);
     assertEquals(run.code, 0, describe(run));
     assertMatch(run.stdout, /^Usage:/m);
@@ -84,7 +58,7 @@ Deno.test("main.ts --help prints usage and exits 0", async () => {
 });
 
 Deno.test("main.ts --version prints the name and version", async () => {
-  await withTempDir(async (_dir, tempDir) => {
+  await withCliDirs(async (_dir, tempDir) => {
     const run = await deno(["run", "-A", "main.ts", "--version"], tempDir);
     assertEquals(run.code, 0, describe(run));
     assertEquals(run.stdout, "code-executor 0.1.0\n");
@@ -92,7 +66,7 @@ Deno.test("main.ts --version prints the name and version", async () => {
 });
 
 Deno.test("main.ts with an unknown command exits 2 and names the command", async () => {
-  await withTempDir(async (_dir, tempDir) => {
+  await withCliDirs(async (_dir, tempDir) => {
     const run = await deno(["run", "-A", "main.ts", "frobnicate"], tempDir);
     assertEquals(run.code, 2, describe(run));
     assertEquals(run.stdout, "");
@@ -101,7 +75,7 @@ Deno.test("main.ts with an unknown command exits 2 and names the command", async
 });
 
 Deno.test("main.ts run FILE.ts prints the output and the return value and exits 0", async () => {
-  await withTempDir(async (dir, tempDir) => {
+  await withCliDirs(async (dir, tempDir) => {
     const file = await script(dir, "hello.ts", 'console.log("hi"); return {a: 1}\n');
     const run = await deno(["run", "-A", "main.ts", "run", file], tempDir);
     assertEquals(run.code, 0, describe(run));
@@ -112,7 +86,7 @@ Deno.test("main.ts run FILE.ts prints the output and the return value and exits 
 });
 
 Deno.test("main.ts run FILE.ts exits 1 and points at the line that threw", async () => {
-  await withTempDir(async (dir, tempDir) => {
+  await withCliDirs(async (dir, tempDir) => {
     const file = await script(
       dir,
       "throws.ts",
@@ -127,7 +101,7 @@ Deno.test("main.ts run FILE.ts exits 1 and points at the line that threw", async
 });
 
 Deno.test("main.ts run --json prints the ExecutionResult as JSON", async () => {
-  await withTempDir(async (dir, tempDir) => {
+  await withCliDirs(async (dir, tempDir) => {
     const file = await script(dir, "hello.ts", 'console.log("hi"); return {a: 1}\n');
     const run = await deno(["run", "-A", "main.ts", "run", "--json", file], tempDir);
     assertEquals(run.code, 0, describe(run));
@@ -142,7 +116,7 @@ Deno.test("main.ts run --json prints the ExecutionResult as JSON", async () => {
 });
 
 Deno.test("deno task start exits 0 by itself when stdin closes, printing nothing", async () => {
-  await withTempDir(async (_dir, tempDir) => {
+  await withCliDirs(async (_dir, tempDir) => {
     const child = new Deno.Command(Deno.execPath(), {
       args: ["task", "start"],
       cwd: ROOT,
@@ -156,13 +130,10 @@ Deno.test("deno task start exits 0 by itself when stdin closes, printing nothing
     try {
       // Give the warm pool time to create workspaces, so that the test also shows that they
       // are removed on the way out; a server without a warm pool is fine too.
-      await eventually(
-        async () => (await leftovers(tempDir)).some((name) => name.startsWith("code-executor-")),
-        5_000,
-      );
+      await eventually(async () => (await sandboxDirs(tempDir)).length > 0, 5_000);
       await child.stdin.close();
       const output = await child.output();
-      const run = {
+      const run: CommandRun = {
         code: output.code,
         stdout: new TextDecoder().decode(output.stdout),
         stderr: new TextDecoder().decode(output.stderr),

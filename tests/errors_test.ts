@@ -7,11 +7,8 @@
  */
 import { join } from "node:path";
 import { assertEquals } from "./_assert.ts";
-import { ROOT } from "./_helpers.ts";
-import { resolveSettings } from "../src/config/settings.ts";
+import { ROOT, withExecutor } from "./_helpers.ts";
 import { CodeExecutorError, ERROR_TYPES } from "../src/errors.ts";
-import { Executor } from "../src/exec/executor.ts";
-import { createLogger } from "../src/log.ts";
 
 /** Error types written as literals: `type: "X"`, `"type": "X"` and `CodeExecutorError("X"`. */
 const TYPE_LITERAL =
@@ -71,14 +68,12 @@ Deno.test("CodeExecutorError keeps the error it wraps and renders itself", () =>
 });
 
 Deno.test("the same condition has the same error type in TypeScript and Python", async () => {
-  const tempDir = await Deno.makeTempDir({ prefix: "ce-errors-" });
-  const settings = resolveSettings({
-    sandbox: { warmPool: 1, tempDir },
+  const settings = {
+    sandbox: { warmPool: 1 },
     python: { warmPool: 1 },
     limits: { maxOutputBytes: 100 * 1024 },
-  });
-  const executor = await Executor.create(settings, { log: createLogger("error") });
-  try {
+  };
+  await withExecutor(settings, async (executor) => {
     const cases: Array<[string, string, string]> = [
       ["Deno.exit(3);", "raise SystemExit(3)", "SandboxExit"],
       ['return "x".repeat(200_000);', '"x" * 200_000', "OutputLimitError"],
@@ -97,8 +92,5 @@ Deno.test("the same condition has the same error type in TypeScript and Python",
       const py = await executor.runPython(python, options);
       assertEquals([ts.error?.type, py.error?.type], [type, type], `${typescript} / ${python}`);
     }
-  } finally {
-    await executor.close();
-    await Deno.remove(tempDir, { recursive: true });
-  }
+  });
 });

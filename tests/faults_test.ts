@@ -37,11 +37,13 @@ import {
   sandboxPids,
   serverEnv,
   type ServerHarness,
+  serverPid,
   spawnServe,
   startServer,
   waitForExit,
   writeMcpConfig,
 } from "./_helpers.ts";
+import { statusMb } from "../bench/_common.ts";
 import type { Logger } from "../src/log.ts";
 import { type ExecuteOptions, SandboxProcess } from "../src/exec/sandbox_process.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
@@ -85,20 +87,9 @@ interface Caught {
   ms: number;
 }
 
-/** The pid of the `main.ts serve` process whose TMPDIR is `tempDir`. */
-async function serverPid(tempDir: string): Promise<number | undefined> {
-  for (const pid of await pidsWithEnv(`TMPDIR=${tempDir}`)) {
-    const cmdline = await Deno.readTextFile(`/proc/${pid}/cmdline`).catch(() => "");
-    if (cmdline.split("\0").includes("main.ts") && cmdline.includes("serve")) return pid;
-  }
-  return undefined;
-}
-
 /** Peak resident memory of a process, in MB. */
 async function peakRssMb(pid: number): Promise<number> {
-  const status = await Deno.readTextFile(`/proc/${pid}/status`);
-  const kb = Number(/^VmHWM:\s+(\d+) kB$/m.exec(status)?.[1]);
-  return Math.round(kb / 1024);
+  return Math.round((await statusMb(pid)).VmHWM);
 }
 
 /**
@@ -366,8 +357,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
       await t.step(
         "a result over tools.maxResultBytes is refused, naming the setting; the host stays responsive",
         async () => {
-          const pid = await serverPid(server.tempDir);
-          assert(pid, "cannot find the server process");
+          const pid = await serverPid(server);
           const before = await peakRssMb(pid);
           // Every expectation is checked, so that one failure does not hide the others.
           const problems: string[] = [];

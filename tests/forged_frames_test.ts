@@ -8,11 +8,8 @@
  *
  * @module
  */
-import { join } from "node:path";
-import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { eventually, ROOT, sandboxPids, type ServerHarness, startServer } from "./_helpers.ts";
-
-const FIXTURE = join(ROOT, "tests", "fixtures", "upstream_fixture.ts");
+import { assert, assertEquals, assertMatch, describeResult as describe } from "./_assert.ts";
+import { eventually, fixtureServer, sandboxPids, startServer } from "./_helpers.ts";
 
 /**
  * Finds the runner's `nonce` in a heap snapshot of the child's own isolate, by the name of the
@@ -47,28 +44,9 @@ const forge = (frame: unknown) =>
 const forgeMark = () => Deno.stderr.writeSync(encoder.encode("\\0" + nonce + "\\0"));
 `;
 
-type Result = Awaited<ReturnType<ServerHarness["runTs"]>>;
-
-function describe(result: Result): string {
-  return JSON.stringify({ ...result, stdout: result.stdout.slice(0, 300) });
-}
-
 Deno.test("frames forged with the runner's real nonce do nothing the code could not do", async (t) => {
-  const home = await Deno.makeTempDir({ prefix: "ce-forge-" });
-  const config = join(home, "mcp.json");
-  await Deno.writeTextFile(
-    config,
-    JSON.stringify({
-      mcpServers: {
-        fixture: {
-          command: Deno.execPath(),
-          args: ["run", "-A", "--config", join(ROOT, "deno.json"), FIXTURE],
-        },
-      },
-    }),
-  );
   const server = await startServer({
-    args: ["--config", config],
+    upstream: { fixture: fixtureServer({}) },
     settings: {
       limits: { maxOutputBytes: 100 * 1024 },
       tools: { maxCallsPerExecution: 3 },
@@ -176,6 +154,5 @@ await new Promise(() => {});`),
     });
   } finally {
     await server.close();
-    await Deno.remove(home, { recursive: true }).catch(() => {});
   }
 });

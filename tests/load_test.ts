@@ -18,7 +18,7 @@
  */
 import type { Client } from "@modelcontextprotocol/client";
 import { assert, assertEquals } from "./_assert.ts";
-import { eventually, sandboxDirs, sandboxPids } from "./_helpers.ts";
+import { eventually, sandboxDirs, sandboxPids, serverPid } from "./_helpers.ts";
 import { residentMb } from "../bench/_common.ts";
 import {
   CALLS_PER_EXECUTION,
@@ -27,7 +27,6 @@ import {
   outcomeProblem,
   runLoad,
   seedCode,
-  serverPid,
   settledRss,
   startLoadServer,
   WARMUP_EXECUTIONS,
@@ -77,7 +76,7 @@ Deno.test("run_typescript and run_python return all 200 results right under 16 c
       const warmup = loadJobs(tag, { count: WARMUP_EXECUTIONS, first: EXECUTIONS, salt });
       const warm = await runLoad(server.client, warmup, CONCURRENCY, { timeoutMs: RUN_TIMEOUT_MS });
       assertEquals(problems(warm.outcomes), []);
-      const pid = await serverPid(server.client);
+      const pid = await serverPid(server);
       const before = await settle(server.client, tempDir);
       assert(before.settled, `the warm pools did not fill: ${JSON.stringify(before)}`);
       const baselineMb = (await settledRss(pid)).settledMb;

@@ -4,114 +4,93 @@
  *
  * @module
  */
-import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { denoDir, ROOT } from "./_helpers.ts";
+import {
+  fixtureServer,
+  initializeRequest,
+  ROOT,
+  serverEnv,
+  withTempDir,
+  writeMcpConfig,
+} from "./_helpers.ts";
 
-const FIXTURE = join(ROOT, "tests", "fixtures", "upstream_fixture.ts");
 const NOISE_LINES = 20_000;
 
 Deno.test("serve answers runs while nobody reads its stderr and it logs at debug level", async () => {
-  const home = await Deno.makeTempDir({ prefix: "ce-log-" });
-  const config = join(home, "mcp.json");
-  await Deno.writeTextFile(
-    config,
-    JSON.stringify({
-      mcpServers: {
-        fixture: {
-          command: Deno.execPath(),
-          args: ["run", "-A", "--config", join(ROOT, "deno.json"), FIXTURE],
-          // Every line the upstream server writes to stderr is logged at debug level.
-          env: { FIXTURE_STDERR_LINES: String(NOISE_LINES) },
-        },
-      },
-    }),
-  );
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "main.ts", "serve", "--config", config],
-    cwd: ROOT,
-    clearEnv: true,
-    env: {
-      PATH: Deno.env.get("PATH") ?? "",
-      HOME: home,
-      TMPDIR: home,
-      DENO_DIR: denoDir(),
-      XDG_CACHE_HOME: Deno.env.get("XDG_CACHE_HOME") ??
-        join(Deno.env.get("HOME") ?? home, ".cache"),
-      CODE_EXECUTOR_PYTHON_WARM_POOL: "0",
-      CODE_EXECUTOR_LOG_LEVEL: "debug",
-    },
-    stdin: "piped",
-    stdout: "piped",
-    // Piped and not read until the end: the pipe fills after 64 KiB.
-    stderr: "piped",
-  }).spawn();
-  const writer = child.stdin.getWriter();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  const send = (message: unknown) =>
-    writer.write(new TextEncoder().encode(JSON.stringify(message) + "\n"));
-  let buffered = "";
-  const answer = async (id: number, timeoutMs: number): Promise<Record<string, unknown>> => {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer to request ${id}`)), timeoutMs);
+  await withTempDir("ce-log-", async (home) => {
+    const config = await writeMcpConfig(home, {
+      // Every line the upstream server writes to stderr is logged at debug level.
+      fixture: fixtureServer({ FIXTURE_STDERR_LINES: String(NOISE_LINES) }),
     });
-    try {
-      while (true) {
-        for (const line of buffered.split("\n").slice(0, -1)) {
-          const message = JSON.parse(line);
-          if (message.id === id) return message;
+    // Not spawnServe(): it reads stderr from the start, and this client must not.
+    const child = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", "main.ts", "serve", "--config", config],
+      cwd: ROOT,
+      clearEnv: true,
+      env: { ...serverEnv(home, { home, sharedCache: true }), CODE_EXECUTOR_LOG_LEVEL: "debug" },
+      stdin: "piped",
+      stdout: "piped",
+      // Piped and not read until the end: the pipe fills after 64 KiB.
+      stderr: "piped",
+    }).spawn();
+    const writer = child.stdin.getWriter();
+    const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+    const send = (message: unknown) =>
+      writer.write(new TextEncoder().encode(JSON.stringify(message) + "\n"));
+    let buffered = "";
+    const answer = async (id: number, timeoutMs: number): Promise<Record<string, unknown>> => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer to request ${id}`)), timeoutMs);
+      });
+      try {
+        while (true) {
+          for (const line of buffered.split("\n").slice(0, -1)) {
+            const message = JSON.parse(line);
+            if (message.id === id) return message;
+          }
+          const { value, done } = await Promise.race([reader.read(), late]);
+          if (done) throw new Error("the server closed stdout");
+          buffered += value;
         }
-        const { value, done } = await Promise.race([reader.read(), late]);
-        if (done) throw new Error("the server closed stdout");
-        buffered += value;
+      } finally {
+        clearTimeout(timer);
       }
+    };
+    const run = (id: number, code: string) =>
+      send({
+        jsonrpc: "2.0",
+        id,
+        method: "tools/call",
+        params: { name: "run_typescript", arguments: { code, timeoutMs: 30_000 } },
+      });
+    try {
+      await send(initializeRequest("log-test"));
+      await answer(1, 30_000);
+      await send({ jsonrpc: "2.0", method: "notifications/initialized" });
+      // The first call starts the upstream server, whose start-up fills stderr many times over.
+      await run(2, 'return await callMCPTool("mcp__fixture__pid", {}) !== undefined;');
+      const first = await answer(2, 60_000);
+      assertEquals((first.result as { structuredContent: unknown }).structuredContent, {
+        ...(first.result as { structuredContent: Record<string, unknown> }).structuredContent,
+        ok: true,
+      });
+      await run(3, "return 6 * 7;");
+      const second = await answer(3, 30_000);
+      const result = (second.result as { structuredContent: { returnValue: unknown } })
+        .structuredContent;
+      assertEquals(result.returnValue, 42);
     } finally {
-      clearTimeout(timer);
+      await reader.cancel().catch(() => {});
+      await writer.close().catch(() => {});
     }
-  };
-  const run = (id: number, code: string) =>
-    send({
-      jsonrpc: "2.0",
-      id,
-      method: "tools/call",
-      params: { name: "run_typescript", arguments: { code, timeoutMs: 30_000 } },
-    });
-  try {
-    await send({
-      jsonrpc: "2.0",
-      id: 1,
-      method: "initialize",
-      params: {
-        protocolVersion: "2025-11-25",
-        capabilities: {},
-        clientInfo: { name: "log-test", version: "1" },
-      },
-    });
-    await answer(1, 30_000);
-    await send({ jsonrpc: "2.0", method: "notifications/initialized" });
-    // The first call starts the upstream server, whose start-up fills stderr many times over.
-    await run(2, 'return await callMCPTool("mcp__fixture__pid", {}) !== undefined;');
-    const first = await answer(2, 60_000);
-    assertEquals((first.result as { structuredContent: unknown }).structuredContent, {
-      ...(first.result as { structuredContent: Record<string, unknown> }).structuredContent,
-      ok: true,
-    });
-    await run(3, "return 6 * 7;");
-    const second = await answer(3, 30_000);
-    const result = (second.result as { structuredContent: { returnValue: unknown } })
-      .structuredContent;
-    assertEquals(result.returnValue, 42);
-  } finally {
-    await reader.cancel().catch(() => {});
-    await writer.close().catch(() => {});
-  }
-  // Reading at last lets the server drain its queue and exit; what could not be queued is counted.
-  const log = await new Response(child.stderr).text();
-  const status = await child.status;
-  await Deno.remove(home, { recursive: true });
-  assertEquals(status.code, 0, log.slice(-2000));
-  assertMatch(log, /log lines were dropped: stderr was not read fast enough/);
-  const noise = log.split("\n").filter((line) => line.includes("noise line")).length;
-  assert(noise > 1000 && noise < NOISE_LINES, `${noise} noise lines logged`);
+    // Reading at last lets the server drain its queue and exit; what could not be queued is
+    // counted.
+    const log = await new Response(child.stderr).text();
+    const status = await child.status;
+    assertEquals(status.code, 0, log.slice(-2000));
+    assertMatch(log, /log lines were dropped: stderr was not read fast enough/);
+    const noise = log.split("\n").filter((line) => line.includes("noise line")).length;
+    assert(noise > 1000 && noise < NOISE_LINES, `${noise} noise lines logged`);
+  });
 });

@@ -8,11 +8,9 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { leftovers } from "./_helpers.ts";
-import { denoDir, hostPath, LIMITS, pyodideDir, snapshotPath, workerPath } from "./_pyodide.ts";
-import { PyChild } from "../src/exec/py_sandbox.ts";
+import { LIMITS, withPyChild } from "./_pyodide.ts";
 import { pythonPrelude } from "../src/exec/runtime_files.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
-import { createLogger } from "../src/log.ts";
 
 const sandboxDir = fileURLToPath(new URL("../sandbox/", import.meta.url));
 
@@ -25,30 +23,8 @@ async function pythonFiles(): Promise<string[]> {
 }
 
 /** Runs code in a fresh single-use child that may import anything, and cleans up after it. */
-async function runOnce(code: string): Promise<ExecutionResult> {
-  const tempRoot = await Deno.makeTempDir({ prefix: "ce-py-prelude-" });
-  let child: PyChild | undefined;
-  try {
-    child = await PyChild.spawn({
-      denoPath: Deno.execPath(),
-      hostPath,
-      workerPath,
-      pyodideDir,
-      snapshotPath,
-      tempRoot,
-      denoDir,
-      memoryMb: 512,
-      log: createLogger("error"),
-      allowedImports: "*",
-    });
-    assert(await child.ready, "the Python child did not start");
-    return await child.run(code, LIMITS);
-  } finally {
-    await child?.dispose();
-    const left = await leftovers(tempRoot);
-    await Deno.remove(tempRoot, { recursive: true });
-    assertEquals(left, [], "sandbox directories left behind");
-  }
+function runOnce(code: string): Promise<ExecutionResult> {
+  return withPyChild({ allowedImports: "*" }, (child) => child.run(code, LIMITS));
 }
 
 Deno.test("sandbox/*.py compile with the machine's python3 -m py_compile", async () => {

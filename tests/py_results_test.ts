@@ -4,44 +4,21 @@
  *
  * @module
  */
-import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { leftovers } from "./_helpers.ts";
-import { denoDir, hostPath, LIMITS, pyodideDir, snapshotPath, workerPath } from "./_pyodide.ts";
-import { PyChild, type PyChildOptions } from "../src/exec/py_sandbox.ts";
+import { assertEquals, assertMatch } from "./_assert.ts";
+import { LIMITS, withPyChild } from "./_pyodide.ts";
+import type { PyChildOptions } from "../src/exec/py_sandbox.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
-import { createLogger } from "../src/log.ts";
 
 /** Runs each piece of code in turn in one session child; returns their results. */
-async function inSession(
+function inSession(
   codes: string[],
   options: Partial<PyChildOptions> = {},
 ): Promise<ExecutionResult[]> {
-  const tempRoot = await Deno.makeTempDir({ prefix: "ce-py-results-" });
-  let child: PyChild | undefined;
-  try {
-    child = await PyChild.spawn({
-      denoPath: Deno.execPath(),
-      hostPath,
-      workerPath,
-      pyodideDir,
-      snapshotPath,
-      tempRoot,
-      denoDir,
-      memoryMb: 512,
-      log: createLogger("error"),
-      session: true,
-      ...options,
-    });
-    assert(await child.ready, "the Python child did not start");
+  return withPyChild({ session: true, ...options }, async (child) => {
     const results: ExecutionResult[] = [];
     for (const code of codes) results.push(await child.run(code, LIMITS));
     return results;
-  } finally {
-    await child?.dispose();
-    const left = await leftovers(tempRoot);
-    await Deno.remove(tempRoot, { recursive: true });
-    assertEquals(left, [], "sandbox directories left behind");
-  }
+  });
 }
 
 Deno.test("PyChild.run() returns the value a last assignment binds, like a last expression", async () => {

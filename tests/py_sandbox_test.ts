@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
+import { processStat } from "./_helpers.ts";
 import { LIMITS, pyodideDir, withPyChild } from "./_pyodide.ts";
 import {
   DEFAULT_PYTHON_IMPORTS,
@@ -238,12 +239,6 @@ Deno.test({
   },
 });
 
-async function cpuSeconds(pid: number): Promise<number> {
-  const stat = await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => "");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
 Deno.test({
   name: "PyChild.run() stops runaway code by timeoutMs plus the grace period",
   async fn() {
@@ -274,9 +269,9 @@ Deno.test({
     await withPyChild({}, async (child) => {
       const running = child.run("import time\ntime.sleep(1.5)\n'slept'", LIMITS);
       await new Promise((r) => setTimeout(r, 300));
-      const before = await cpuSeconds(child.pid);
+      const before = await processStat(child.pid);
       await new Promise((r) => setTimeout(r, 1_000));
-      const used = (await cpuSeconds(child.pid)) - before;
+      const used = ((await processStat(child.pid)).cpuTicks - before.cpuTicks) / 100;
       const result = await running;
       assertEquals(result.returnValue, "slept");
       assert(used < 0.3, `the sleeping child used ${used} s of CPU in 1 s`);

@@ -1,13 +1,14 @@
 /**
  * A Python session does no work between its calls: what a run scheduled and did not finish is
- * cancelled when the run ends, and the child is stopped (SIGSTOP) until the next run.
+ * cancelled when the run ends, and the child is stopped (SIGSTOP) until the next run. Each test's
+ * child is stopped when withPyChild() disposes of it: that must still end it.
  *
  * @module
  */
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { eventually, leftovers } from "./_helpers.ts";
-import { denoDir, hostPath, LIMITS, pyodideDir, snapshotPath, workerPath } from "./_pyodide.ts";
-import { PyChild, type PyChildOptions } from "../src/exec/py_sandbox.ts";
+import { eventually, leftovers, processGone, processStat } from "./_helpers.ts";
+import { LIMITS, withPyChild } from "./_pyodide.ts";
+import type { PyChild } from "../src/exec/py_sandbox.ts";
 import { parentDeathHelper } from "../src/parent_death.ts";
 import { removeStaleDirs } from "../src/exec/runtime_files.ts";
 import { createLogger } from "../src/log.ts";
@@ -26,58 +27,15 @@ async function clockTicksPerSecond(): Promise<number> {
 
 const TICKS_PER_SECOND = await clockTicksPerSecond();
 
-/** The process's state letter and its CPU time (user + system, all threads) in ms. */
-async function processStat(pid: number): Promise<{ state: string; cpuMs: number }> {
-  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
-  // The command name (field 2) is in parentheses and may hold spaces: count after it.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  const ticks = Number(fields[11]) + Number(fields[12]);
-  return { state: fields[0], cpuMs: (ticks * 1000) / TICKS_PER_SECOND };
-}
-
-function processGone(pid: number): Promise<boolean> {
-  return Deno.stat(`/proc/${pid}`).then(() => false, () => true);
-}
-
-/** Spawns a ready session child, runs `fn`, then checks that no process or directory is left. */
-async function withSession(
-  options: Partial<PyChildOptions>,
-  fn: (child: PyChild) => Promise<void>,
-): Promise<void> {
-  const tempRoot = await Deno.makeTempDir({ prefix: "ce-py-idle-" });
-  let child: PyChild | undefined;
-  try {
-    child = await PyChild.spawn({
-      denoPath: Deno.execPath(),
-      hostPath,
-      workerPath,
-      pyodideDir,
-      snapshotPath,
-      tempRoot,
-      denoDir,
-      memoryMb: 512,
-      log,
-      session: true,
-      ...options,
-    });
-    assert(await child.ready, "the Python child did not start");
-    await fn(child);
-  } finally {
-    // The child is stopped between runs here: SIGKILL must still end it.
-    await child?.dispose();
-    const left = await leftovers(tempRoot);
-    await Deno.remove(tempRoot, { recursive: true });
-    assertEquals(left, [], "sandbox directories left behind");
-    if (child) assert(await processGone(child.pid), `sandbox process ${child.pid} left behind`);
-  }
-}
-
 /** Idles for {@linkcode IDLE_MS} and returns the CPU time the child used meanwhile. */
 async function idleCpuMs(child: PyChild): Promise<{ state: string; usedMs: number }> {
   const before = await processStat(child.pid);
   await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
   const after = await processStat(child.pid);
-  return { state: after.state, usedMs: after.cpuMs - before.cpuMs };
+  return {
+    state: after.state,
+    usedMs: ((after.cpuTicks - before.cpuTicks) * 1000) / TICKS_PER_SECOND,
+  };
 }
 
 const SPINNERS = `
@@ -109,7 +67,7 @@ for (
   ]
 ) {
   Deno.test(`PyChild.run() leaves the busy work ${how} scheduled no CPU between calls and no time in the next`, async () => {
-    await withSession({}, async (child) => {
+    await withPyChild({ session: true }, async (child) => {
       const scheduled = await child.run(SPINNERS + schedule + '"scheduled"', LIMITS);
       assertEquals(scheduled.error, undefined);
       assertEquals(scheduled.returnValue, "scheduled");
@@ -134,7 +92,7 @@ for (
 }
 
 Deno.test("PyChild.run() cancels a session's pending task at the end of its call, so it never runs later", async () => {
-  await withSession({}, async (child) => {
+  await withPyChild({ session: true }, async (child) => {
     const first = await child.run(
       `
 import asyncio
@@ -180,7 +138,7 @@ await asyncio.sleep(0.05)
 Deno.test("PyChild.run() bounds JavaScript scheduled through the js bridge by the next call's timeout", async () => {
   // JavaScript timers are out of the runner's reach: stopped between calls, the child runs this
   // spinner only once the next run starts, which the timeout then ends (interrupt, then SIGKILL).
-  await withSession({ allowedImports: "*" }, async (child) => {
+  await withPyChild({ session: true, allowedImports: "*" }, async (child) => {
     const scheduled = await child.run(
       'import importlib\njs = importlib.import_module("js")\n' +
         'js.eval("setTimeout(() => { for (;;) {} }, 100)")\n"scheduled"',

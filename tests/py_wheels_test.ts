@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { withExecutor } from "./_helpers.ts";
+import { captureWarnings, withExecutor } from "./_helpers.ts";
 import { LIMITS, withPyChild } from "./_pyodide.ts";
 import { zipStored } from "../src/codegen/wheel.ts";
 import type { PyChild, PyChildOptions } from "../src/exec/py_sandbox.ts";
@@ -10,13 +10,6 @@ import {
   readWheels,
   wheelModules,
 } from "../src/exec/py_wheels.ts";
-import type { Logger } from "../src/log.ts";
-
-/** A logger that keeps warnings, so that tests can check what was reported. */
-function captureLog(): Logger & { warnings: string[] } {
-  const warnings: string[] = [];
-  return { warnings, debug() {}, info() {}, warn: (m) => warnings.push(m), error() {} };
-}
 
 /** A zip archive of stored entries, in the order given: all a wheel needs. */
 function zip(files: Record<string, string>): Uint8Array {
@@ -99,7 +92,7 @@ Deno.test("readWheels() reads pure wheels in order and skips the others with a w
   });
   const second = await wheelDir({ "mypkg-2.0-py3-none-any.whl": MYPKG });
   try {
-    const log = captureLog();
+    const log = captureWarnings();
     const wheels = await readWheels([first, second], { log });
     assertEquals(wheels.map((w) => w.name), [
       "mymod-2.0-py3-none-any.whl",
@@ -139,7 +132,7 @@ function withWheelChild(
   options: Partial<PyChildOptions>,
   fn: (child: PyChild) => Promise<void>,
 ): Promise<void> {
-  return withPyChild({ log: captureLog(), wheels, session: true, ...options }, fn);
+  return withPyChild({ log: captureWarnings(), wheels, session: true, ...options }, fn);
 }
 
 Deno.test("PyChild imports a wheel built by the test itself", async () => {
@@ -171,7 +164,7 @@ Deno.test("PyChild reports a wheel it cannot unpack and runs without it", async 
   const broken = wheel("brokenpkg", "1.0", { "brokenpkg/__init__.py": "VALUE = 'original'\n" });
   const at = new TextDecoder("latin1").decode(broken).indexOf("original");
   broken[at] = "O".charCodeAt(0);
-  const log = captureLog();
+  const log = captureWarnings();
   await withWheelChild(
     [
       { name: "brokenpkg-1.0-py3-none-any.whl", bytes: broken },
@@ -196,7 +189,7 @@ Deno.test("Executor.runPython() imports the wheels of python.wheelDirs", async (
     "mypkg-1.0-py3-none-any.whl": MYPKG,
     "native-1.0-cp312-cp312-linux_x86_64.whl": MYPKG,
   });
-  const log = captureLog();
+  const log = captureWarnings();
   try {
     await withExecutor({ python: { wheelDirs: [dir] } }, async (executor) => {
       const result = await executor.runPython('import mypkg\nmypkg.greet("x")');

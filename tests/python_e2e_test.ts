@@ -22,6 +22,7 @@ import {
 } from "./_assert.ts";
 import {
   closeAndCheck,
+  cpuTicksOver,
   eventually,
   EVERYTHING,
   forgedJsonRpcLines,
@@ -66,21 +67,9 @@ function pythonPids(tempDir: string): Promise<number[]> {
   return sandboxPids(tempDir, ["py_host.ts"]);
 }
 
-/** User plus system CPU time of a process (all its threads), in clock ticks. */
-async function cpuTicks(pid: number): Promise<number> {
-  const stat = await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => "");
-  if (stat === "") return 0;
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return Number(fields[11]) + Number(fields[12]);
-}
-
 /** CPU ticks the processes use together over the next `ms` milliseconds. */
 async function cpuOver(pids: number[], ms: number): Promise<number> {
-  const start = await Promise.all(pids.map(cpuTicks));
-  await new Promise((resolve) => setTimeout(resolve, ms));
-  const end = await Promise.all(pids.map(cpuTicks));
-  // A process that ended in the window reads 0: count only what it used before.
-  return end.reduce((sum, ticks, i) => sum + Math.max(0, ticks - start[i]), 0);
+  return (await cpuTicksOver(pids, ms)).reduce((sum, ticks) => sum + ticks, 0);
 }
 
 /**

@@ -4,9 +4,10 @@
  *
  * @module
  */
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { parse as parseJsonc } from "jsonc-parser";
-import { assert, assertEquals, assertMatch } from "./_assert.ts";
+import { assert, assertEquals, assertMatch, assertThrows } from "./_assert.ts";
+import { type UserDirs, withUserDirs, writeFileWithParents as write } from "./_helpers.ts";
 import {
   clientConfigs,
   type ClientId,
@@ -17,10 +18,8 @@ import { tildePath } from "../src/config/paths.ts";
 import { defaultClient, planSetup, type PlanSetupOptions } from "../src/cli/setup_plan.ts";
 import { formatPlan } from "../src/cli/setup_report.ts";
 
-interface Dirs {
-  root: string;
-  home: string;
-  project: string;
+interface Dirs extends UserDirs {
+  /** The environment the scan and the plan see: HOME only. */
   env: Record<string, string>;
 }
 
@@ -29,23 +28,8 @@ const LAUNCH = {
   sync: { command: "/opt/deno", args: ["run", "-A", "/src/main.ts", "sync"] },
 };
 
-async function withDirs(fn: (dirs: Dirs) => Promise<void>): Promise<void> {
-  const root = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-setup-plan-" }));
-  const home = join(root, "home");
-  const project = join(root, "project");
-  await Deno.mkdir(home);
-  await Deno.mkdir(project);
-  try {
-    await fn({ root, home, project, env: { HOME: home } });
-  } finally {
-    await Deno.remove(root, { recursive: true });
-  }
-}
-
-async function write(path: string, text: string): Promise<string> {
-  await Deno.mkdir(dirname(path), { recursive: true });
-  await Deno.writeTextFile(path, text);
-  return path;
+function withDirs(fn: (dirs: Dirs) => Promise<void>): Promise<void> {
+  return withUserDirs("ce-setup-plan-", (dirs) => fn({ ...dirs, env: { HOME: dirs.home } }));
 }
 
 async function scan(dirs: Dirs): Promise<ScannedConfig[]> {
@@ -253,13 +237,10 @@ Deno.test("planSetup() throws when the client's config cannot be parsed, naming 
   await withDirs(async (dirs) => {
     await write(join(dirs.home, ".cursor", "mcp.json"), "{ broken");
     const scans = await scan(dirs);
-    let message = "";
-    try {
-      planSetup(scans, { client: "cursor", env: dirs.env, os: "linux", launch: LAUNCH });
-    } catch (error) {
-      assert(error instanceof TypeError, String(error));
-      message = error.message;
-    }
+    const { message } = assertThrows(
+      () => planSetup(scans, { client: "cursor", env: dirs.env, os: "linux", launch: LAUNCH }),
+      TypeError,
+    );
     assertMatch(message, /^Cannot set up Cursor: Cannot parse .*; fix the file first$/);
   });
 });

@@ -6,14 +6,13 @@
  *
  * @module
  */
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { parse as parseJsonc } from "jsonc-parser";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { denoDir, ROOT } from "./_helpers.ts";
+import { homeEnv, MEMORY, ROOT, withUserDirs } from "./_helpers.ts";
 
 const DENO = Deno.execPath();
 const MAIN = join(ROOT, "main.ts");
-const MEMORY = "npm:@modelcontextprotocol/server-memory@2026.8.31";
 
 function onPath(name: string): string | undefined {
   for (const dir of (Deno.env.get("PATH") ?? "").split(":")) {
@@ -121,14 +120,10 @@ class Terminal {
 }
 
 Deno.test("setup asks on a terminal, takes Enter as the default, and sets up Claude Code", async () => {
-  const root = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-setup-pty-" }));
-  const home = join(root, "home");
-  const project = join(root, "project");
-  const claudeJson = join(home, ".claude.json");
-  const memoryFile = join(root, "memory.jsonl");
-  await Deno.mkdir(project, { recursive: true });
-  await Deno.mkdir(dirname(claudeJson), { recursive: true });
-  const original = `{
+  await withUserDirs("ce-setup-pty-", async ({ root, home, project }) => {
+    const claudeJson = join(home, ".claude.json");
+    const memoryFile = join(root, "memory.jsonl");
+    const original = `{
   "numStartups": 9,
   // the one server this user has
   "mcpServers": {
@@ -140,73 +135,68 @@ Deno.test("setup asks on a terminal, takes Enter as the default, and sets up Cla
   },
 }
 `;
-  await Deno.writeTextFile(claudeJson, original);
-  const terminal = new Terminal([DENO, "run", "-A", MAIN, "setup"], {
-    cwd: project,
-    env: {
-      PATH: Deno.env.get("PATH") ?? "",
-      HOME: home,
-      DENO_DIR: denoDir(),
-      XDG_CACHE_HOME: join(home, ".cache"),
-      SHELL: "/bin/sh",
-      TERM: "dumb",
-      NO_COLOR: "1",
-    },
-  });
-  try {
-    let at = await terminal.waitFor(/Claude Code +~\/\.claude\.json: 1 server: memory\n/, 0);
-    // The client with the most servers is the default: Enter picks it.
-    at = await terminal.waitFor(/1\. Claude Code: ~\/\.claude\.json \(default\)\n/, at);
-    at = await terminal.waitFor(/Client \[1\]: $/, at);
-    await terminal.type("");
-    at = await terminal.waitFor(
-      /Move 1 server \(memory\) out of ~\/\.claude\.json and behind Code Executor \(into ~\/\.config\/code-executor\/mcp\.json\)\? \[Y\/n\] $/,
-      at,
-    );
-    await terminal.type("");
-    // The diff is shown before anything is written.
-    at = await terminal.waitFor(/\+\+\+ ~\/\.claude\.json\n/, at);
-    at = await terminal.waitFor(/Write these changes\? \[Y\/n\] $/, at);
-    assertEquals(await Deno.readTextFile(claudeJson), original);
-    await terminal.type("y");
-    at = await terminal.waitFor(/Install a daily `sync` \(a systemd user timer\)\? \[y\/N\] $/, at);
-    await terminal.type("");
-    // Progress while it connects, then the result.
-    at = await terminal.waitFor(/Connecting to 1 server: memory\n/, at);
-    at = await terminal.waitFor(/\[1\/1\] memory: \d+ tools/, at);
-    at = await terminal.waitFor(/ok {6}memory: \d+ tools\n/, at);
-    await terminal.waitFor(/Done\. Restart Claude Code so that it starts Code Executor\.\n/, at);
-    assertEquals(await terminal.exit(), 0, terminal.output);
-
-    const text = await Deno.readTextFile(claudeJson);
-    assert(text.includes("// the one server this user has"), text);
-    const claude = parseJsonc(text, [], { allowTrailingComma: true });
-    assertEquals(claude.mcpServers, {
-      "code-executor": { type: "stdio", command: DENO, args: ["run", "-A", MAIN, "serve"] },
+    await Deno.writeTextFile(claudeJson, original);
+    const terminal = new Terminal([DENO, "run", "-A", MAIN, "setup"], {
+      cwd: project,
+      env: { ...homeEnv(home), SHELL: "/bin/sh", TERM: "dumb" },
     });
-    assertEquals(claude.numStartups, 9);
-    const own = parseJsonc(
-      await Deno.readTextFile(join(home, ".config", "code-executor", "mcp.json")),
-      [],
-      { allowTrailingComma: true },
-    );
-    assertEquals(Object.keys(own.mcpServers), ["memory"]);
-    // No timer was installed: the default answer was no.
-    await Deno.stat(join(home, ".config", "systemd")).then(
-      () => assert(false, "a systemd unit was written"),
-      (error) => assert(error instanceof Deno.errors.NotFound),
-    );
-    const backups = [...Deno.readDirSync(home)].filter((e) =>
-      e.name.startsWith(".claude.json.backup-")
-    );
-    assertEquals(backups.length, 1);
-    assertEquals(await Deno.readTextFile(join(home, backups[0].name)), original);
-    assertMatch(
-      terminal.output,
-      /backed up ~\/\.claude\.json to ~\/\.claude\.json\.backup-\d{8}T\d{6}Z/,
-    );
-  } finally {
-    await terminal.kill();
-    await Deno.remove(root, { recursive: true });
-  }
+    try {
+      let at = await terminal.waitFor(/Claude Code +~\/\.claude\.json: 1 server: memory\n/, 0);
+      // The client with the most servers is the default: Enter picks it.
+      at = await terminal.waitFor(/1\. Claude Code: ~\/\.claude\.json \(default\)\n/, at);
+      at = await terminal.waitFor(/Client \[1\]: $/, at);
+      await terminal.type("");
+      at = await terminal.waitFor(
+        /Move 1 server \(memory\) out of ~\/\.claude\.json and behind Code Executor \(into ~\/\.config\/code-executor\/mcp\.json\)\? \[Y\/n\] $/,
+        at,
+      );
+      await terminal.type("");
+      // The diff is shown before anything is written.
+      at = await terminal.waitFor(/\+\+\+ ~\/\.claude\.json\n/, at);
+      at = await terminal.waitFor(/Write these changes\? \[Y\/n\] $/, at);
+      assertEquals(await Deno.readTextFile(claudeJson), original);
+      await terminal.type("y");
+      at = await terminal.waitFor(
+        /Install a daily `sync` \(a systemd user timer\)\? \[y\/N\] $/,
+        at,
+      );
+      await terminal.type("");
+      // Progress while it connects, then the result.
+      at = await terminal.waitFor(/Connecting to 1 server: memory\n/, at);
+      at = await terminal.waitFor(/\[1\/1\] memory: \d+ tools/, at);
+      at = await terminal.waitFor(/ok {6}memory: \d+ tools\n/, at);
+      await terminal.waitFor(/Done\. Restart Claude Code so that it starts Code Executor\.\n/, at);
+      assertEquals(await terminal.exit(), 0, terminal.output);
+
+      const text = await Deno.readTextFile(claudeJson);
+      assert(text.includes("// the one server this user has"), text);
+      const claude = parseJsonc(text, [], { allowTrailingComma: true });
+      assertEquals(claude.mcpServers, {
+        "code-executor": { type: "stdio", command: DENO, args: ["run", "-A", MAIN, "serve"] },
+      });
+      assertEquals(claude.numStartups, 9);
+      const own = parseJsonc(
+        await Deno.readTextFile(join(home, ".config", "code-executor", "mcp.json")),
+        [],
+        { allowTrailingComma: true },
+      );
+      assertEquals(Object.keys(own.mcpServers), ["memory"]);
+      // No timer was installed: the default answer was no.
+      await Deno.stat(join(home, ".config", "systemd")).then(
+        () => assert(false, "a systemd unit was written"),
+        (error) => assert(error instanceof Deno.errors.NotFound),
+      );
+      const backups = [...Deno.readDirSync(home)].filter((e) =>
+        e.name.startsWith(".claude.json.backup-")
+      );
+      assertEquals(backups.length, 1);
+      assertEquals(await Deno.readTextFile(join(home, backups[0].name)), original);
+      assertMatch(
+        terminal.output,
+        /backed up ~\/\.claude\.json to ~\/\.claude\.json\.backup-\d{8}T\d{6}Z/,
+      );
+    } finally {
+      await terminal.kill();
+    }
+  });
 });

@@ -7,10 +7,22 @@
  */
 import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
-import { dirname, join, relative } from "node:path";
+import { join, relative } from "node:path";
 import { createScanner, parse as parseJsonc } from "jsonc-parser";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { denoDir, ROOT, startServer } from "./_helpers.ts";
+import {
+  type CommandRun,
+  describeRun as describe,
+  EVERYTHING,
+  homeEnv,
+  MEMORY,
+  ROOT,
+  runCommand,
+  startServer,
+  type UserDirs,
+  withUserDirs,
+  writeFileWithParents,
+} from "./_helpers.ts";
 import { dailySyncPlan } from "../src/cli/sync.ts";
 import { unifiedDiff } from "../src/config/text_diff.ts";
 import { backupFile, writeFileAtomic } from "../src/config/safe_write.ts";
@@ -18,39 +30,17 @@ import { removeProperty, setProperty } from "../src/config/jsonc_edit.ts";
 
 const DENO = Deno.execPath();
 const MAIN = join(ROOT, "main.ts");
-const EVERYTHING = "npm:@modelcontextprotocol/server-everything@2026.8.31";
-const MEMORY = "npm:@modelcontextprotocol/server-memory@2026.8.31";
 
 /** The entry setup writes when it runs from this checkout. */
 const SERVE = { command: DENO, args: ["run", "-A", MAIN, "serve"] };
 
-interface Dirs {
-  root: string;
-  home: string;
-  project: string;
-}
-
-interface Seeded extends Dirs {
+interface Seeded extends UserDirs {
   files: Record<"claude-code" | "cursor" | "claude-desktop" | "vscode", string>;
 }
 
-async function withHome(fn: (dirs: Dirs) => Promise<void>): Promise<void> {
-  const root = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-setup-" }));
-  const dirs = { root, home: join(root, "home"), project: join(root, "project") };
-  await Deno.mkdir(dirs.home);
-  await Deno.mkdir(dirs.project);
-  try {
-    await fn(dirs);
-  } finally {
-    await Deno.remove(root, { recursive: true });
-  }
-}
-
-async function write(path: string, text: string, mode = 0o644): Promise<string> {
-  await Deno.mkdir(dirname(path), { recursive: true });
-  await Deno.writeTextFile(path, text);
-  await Deno.chmod(path, mode);
-  return path;
+/** Writes a client's config with the mode a user's file would have (setup must keep it). */
+function write(path: string, text: string, mode = 0o644): Promise<string> {
+  return writeFileWithParents(path, text, { mode });
 }
 
 const CLAUDE_CODE = `{
@@ -122,7 +112,7 @@ const VSCODE = `{
 }
 `;
 
-async function seed(dirs: Dirs): Promise<Seeded> {
+async function seed(dirs: UserDirs): Promise<Seeded> {
   return {
     ...dirs,
     files: {
@@ -137,38 +127,17 @@ async function seed(dirs: Dirs): Promise<Seeded> {
   };
 }
 
-function childEnv(dirs: Dirs): Record<string, string> {
-  return {
-    PATH: Deno.env.get("PATH") ?? "",
-    HOME: dirs.home,
-    DENO_DIR: denoDir(),
-    XDG_CACHE_HOME: join(dirs.home, ".cache"),
-    NO_COLOR: "1",
-  };
-}
-
-interface Outcome {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-async function runSetup(dirs: Dirs, args: string[]): Promise<Outcome> {
-  const output = await new Deno.Command(DENO, {
-    args: ["run", "-A", MAIN, "setup", ...args],
+/** Runs `main.ts <args>` as a user would: in the project, with nothing but the private HOME. */
+function codeExecutor(dirs: UserDirs, args: string[]): Promise<CommandRun> {
+  return runCommand(DENO, ["run", "-A", MAIN, ...args], {
     cwd: dirs.project,
-    env: childEnv(dirs),
+    env: homeEnv(dirs.home),
     clearEnv: true,
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const decoder = new TextDecoder();
-  return {
-    code: output.code,
-    stdout: decoder.decode(output.stdout),
-    stderr: decoder.decode(output.stderr),
-  };
+  });
+}
+
+function runSetup(dirs: UserDirs, args: string[]): Promise<CommandRun> {
+  return codeExecutor(dirs, ["setup", ...args]);
 }
 
 /** Every file under the root (the Deno and Code Executor caches aside), by relative path. */
@@ -209,10 +178,6 @@ function comments(text: string): string[] {
   return found;
 }
 
-function describe(outcome: Outcome): string {
-  return `exit ${outcome.code}\nstdout:\n${outcome.stdout}\nstderr:\n${outcome.stderr}`;
-}
-
 const CLIENTS = [
   { id: "claude-code", key: "mcpServers", typed: true },
   { id: "cursor", key: "mcpServers", typed: false },
@@ -222,7 +187,7 @@ const CLIENTS = [
 
 for (const client of CLIENTS) {
   Deno.test(`setup --yes --client ${client.id} writes the entry, backs up, and is idempotent`, async () => {
-    await withHome(async (dirs) => {
+    await withUserDirs("ce-setup-", async (dirs) => {
       const seeded = await seed(dirs);
       const file = seeded.files[client.id];
       const rel = relative(dirs.root, file);
@@ -279,7 +244,7 @@ for (const client of CLIENTS) {
 }
 
 Deno.test("setup --dry-run writes nothing and prints the diff and the daily sync", async () => {
-  await withHome(async (dirs) => {
+  await withUserDirs("ce-setup-", async (dirs) => {
     await seed(dirs);
     const before = await snapshot(dirs.root);
     const outcome = await runSetup(dirs, [
@@ -312,7 +277,7 @@ Deno.test("setup --dry-run writes nothing and prints the diff and the daily sync
 });
 
 Deno.test("setup --move keeps ${VAR} references and refuses to copy literal secrets", async () => {
-  await withHome(async (dirs) => {
+  await withUserDirs("ce-setup-", async (dirs) => {
     const seeded = await seed(dirs);
     const cursor = await runSetup(dirs, ["--yes", "--client", "cursor", "--move", "--no-check"]);
     assertEquals(cursor.code, 0, describe(cursor));
@@ -391,7 +356,7 @@ Deno.test("setup --move keeps ${VAR} references and refuses to copy literal secr
 });
 
 Deno.test("setup --move round-trips: the moved servers are callable through Code Executor", async () => {
-  await withHome(async (dirs) => {
+  await withUserDirs("ce-setup-", async (dirs) => {
     const memoryFile = join(dirs.root, "memory.jsonl");
     const claudeJson = await write(
       join(dirs.home, ".claude.json"),
@@ -440,19 +405,10 @@ Deno.test("setup --move round-trips: the moved servers are callable through Code
     // sync lists the tools again into the cache that serve loads.
     const catalog = join(dirs.home, ".cache", "code-executor", "catalog");
     await Deno.remove(catalog, { recursive: true });
-    const synced = await new Deno.Command(DENO, {
-      args: ["run", "-A", MAIN, "sync"],
-      cwd: dirs.project,
-      env: childEnv(dirs),
-      clearEnv: true,
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const syncOut = new TextDecoder().decode(synced.stdout);
-    assertEquals(synced.code, 0, syncOut + new TextDecoder().decode(synced.stderr));
+    const synced = await codeExecutor(dirs, ["sync"]);
+    assertEquals(synced.code, 0, describe(synced));
     assertMatch(
-      syncOut,
+      synced.stdout,
       /^Synced 2 of 2 servers: everything \(\d+ tools\), memory \(\d+ tools\)$/m,
     );
     const cached = [...Deno.readDirSync(catalog)].map((e) =>
@@ -463,7 +419,7 @@ Deno.test("setup --move round-trips: the moved servers are callable through Code
     assertMatch(cached[0], /"get-sum"/);
 
     // The server the client would start: HOME is the temp home, nothing passed with --config.
-    const server = await startServer({ env: childEnv(dirs) });
+    const server = await startServer({ env: homeEnv(dirs.home) });
     try {
       const result = await server.runTs(`
         await callMCPTool("mcp__memory__create_entities", {
@@ -492,7 +448,7 @@ const MORE_CLIENTS = [
     app: "VS Code",
     key: "servers",
     typed: true,
-    path: (dirs: Dirs) => join(dirs.home, ".config", "Code", "User", "mcp.json"),
+    path: (dirs: UserDirs) => join(dirs.home, ".config", "Code", "User", "mcp.json"),
     mode: 0o600,
     text: (memoryFile: string) =>
       `// VS Code: user-level MCP servers
@@ -525,7 +481,7 @@ const MORE_CLIENTS = [
     app: "Cursor",
     key: "mcpServers",
     typed: false,
-    path: (dirs: Dirs) => join(dirs.project, ".cursor", "mcp.json"),
+    path: (dirs: UserDirs) => join(dirs.project, ".cursor", "mcp.json"),
     mode: 0o644,
     text: (memoryFile: string) =>
       `{
@@ -549,7 +505,7 @@ const MORE_CLIENTS = [
 
 for (const client of MORE_CLIENTS) {
   Deno.test(`setup --client ${client.id} --move round-trips and keeps the file's comments and keys`, async () => {
-    await withHome(async (dirs) => {
+    await withUserDirs("ce-setup-", async (dirs) => {
       const file = await write(
         client.path(dirs),
         client.text(join(dirs.root, "memory.jsonl")),
@@ -611,7 +567,7 @@ for (const client of MORE_CLIENTS) {
 }
 
 Deno.test("setup picks the project's .cursor/mcp.json by default, and sync reads it too", async () => {
-  await withHome(async (dirs) => {
+  await withUserDirs("ce-setup-", async (dirs) => {
     await write(
       join(dirs.project, ".cursor", "mcp.json"),
       `{ "mcpServers": { "memory": { "command": ${
@@ -629,23 +585,14 @@ Deno.test("setup picks the project's .cursor/mcp.json by default, and sync reads
     );
     assertMatch(outcome.stdout, /keep "memory" in .*\.cursor\/mcp\.json \(move them with --move\)/);
     // Discovery, which serve and sync share, reads the project's Cursor file like Cursor does.
-    const synced = await new Deno.Command(DENO, {
-      args: ["run", "-A", MAIN, "sync", "--no-wrappers"],
-      cwd: dirs.project,
-      env: childEnv(dirs),
-      clearEnv: true,
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const syncOut = new TextDecoder().decode(synced.stdout);
-    assertEquals(synced.code, 0, syncOut + new TextDecoder().decode(synced.stderr));
-    assertMatch(syncOut, /^Synced 1 of 1 servers?: memory \(\d+ tools\)$/m);
+    const synced = await codeExecutor(dirs, ["sync", "--no-wrappers"]);
+    assertEquals(synced.code, 0, describe(synced));
+    assertMatch(synced.stdout, /^Synced 1 of 1 servers?: memory \(\d+ tools\)$/m);
   });
 });
 
 Deno.test("setup --sync --no-enable writes the systemd units once and says how to start them", async () => {
-  await withHome(async (dirs) => {
+  await withUserDirs("ce-setup-", async (dirs) => {
     await seed(dirs);
     const first = await runSetup(dirs, [
       "--yes",
@@ -686,7 +633,7 @@ Deno.test("setup --sync --no-enable writes the systemd units once and says how t
 });
 
 Deno.test("setup without a terminal and without --yes asks for flags instead of guessing", async () => {
-  await withHome(async (dirs) => {
+  await withUserDirs("ce-setup-", async (dirs) => {
     await seed(dirs);
     const before = await snapshot(dirs.root);
     const outcome = await runSetup(dirs, ["--client", "cursor"]);
@@ -700,13 +647,13 @@ Deno.test("setup without a terminal and without --yes asks for flags instead of 
 });
 
 Deno.test("serve without any config starts and says on stderr how to run setup", async () => {
-  await withHome(async (dirs) => {
+  await withUserDirs("ce-setup-", async (dirs) => {
     const transport = new StdioClientTransport({
       command: DENO,
       args: ["run", "-A", MAIN, "serve"],
       cwd: dirs.project,
       env: {
-        ...childEnv(dirs),
+        ...homeEnv(dirs.home),
         TMPDIR: dirs.root,
         CODE_EXECUTOR_WARM_POOL: "0",
         CODE_EXECUTOR_PYTHON_WARM_POOL: "0",
@@ -822,7 +769,7 @@ Deno.test("setProperty() and removeProperty() change only the property's own tex
 });
 
 Deno.test("writeFileAtomic() keeps the mode, follows symlinks and leaves no temp file", async () => {
-  await withHome(async (dirs) => {
+  await withUserDirs("ce-setup-", async (dirs) => {
     const real = await write(join(dirs.root, "dotfiles", "mcp.json"), "{}\n", 0o640);
     const link = join(dirs.home, "mcp.json");
     await Deno.symlink(real, link);

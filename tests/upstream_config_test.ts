@@ -1,6 +1,7 @@
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { assert, assertEquals, assertMatch } from "./_assert.ts";
+import { assert, assertEquals, assertMatch, assertRejects, assertThrows } from "./_assert.ts";
+import { type UserDirs, withUserDirs, writeFileWithParents as write } from "./_helpers.ts";
 import {
   expandVars,
   UpstreamConfigError,
@@ -12,33 +13,7 @@ import {
   type UpstreamConfig,
 } from "../src/config/upstream.ts";
 
-interface Dirs {
-  root: string;
-  home: string;
-  project: string;
-}
-
-async function withDirs(fn: (dirs: Dirs) => Promise<void>): Promise<void> {
-  // The realpath, so that paths compare equal where the temp directory is behind a symlink.
-  const root = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-upstream-" }));
-  const home = join(root, "home");
-  const project = join(root, "project");
-  await Deno.mkdir(home);
-  await Deno.mkdir(project);
-  try {
-    await fn({ root, home, project });
-  } finally {
-    await Deno.remove(root, { recursive: true });
-  }
-}
-
-async function write(path: string, text: string): Promise<string> {
-  await Deno.mkdir(dirname(path), { recursive: true });
-  await Deno.writeTextFile(path, text);
-  return path;
-}
-
-function paths(dirs: Dirs) {
+function paths(dirs: UserDirs) {
   return {
     desktop: join(dirs.home, ".config", "Claude", "claude_desktop_config.json"),
     claude: join(dirs.home, ".claude.json"),
@@ -53,7 +28,7 @@ function paths(dirs: Dirs) {
 }
 
 function discover(
-  dirs: Dirs,
+  dirs: UserDirs,
   env: Record<string, string> = {},
   options: DiscoverOptions = {},
 ): Promise<UpstreamConfig> {
@@ -77,22 +52,12 @@ function brokenError(config: UpstreamConfig, name: string): string {
   return found.error;
 }
 
-async function upstreamError(fn: () => Promise<unknown>): Promise<string> {
-  try {
-    await fn();
-  } catch (error) {
-    if (error instanceof UpstreamConfigError) return error.message;
-    throw error;
-  }
-  throw new Error("expected an UpstreamConfigError");
-}
-
 function stdio(command: string): string {
   return JSON.stringify({ command, args: [] });
 }
 
 Deno.test("discoverUpstreams() lets later sources win by server name", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
     await write(
       p.desktop,
@@ -219,7 +184,7 @@ Deno.test("discoverUpstreams() lets later sources win by server name", async () 
 });
 
 Deno.test("discoverUpstreams() replaces a whole entry rather than merging its keys", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
     await write(
       p.cursor,
@@ -236,7 +201,7 @@ Deno.test("discoverUpstreams() replaces a whole entry rather than merging its ke
 });
 
 Deno.test("discoverUpstreams() lets the ~/.claude.json project entry beat its top level", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
     const other = join(dirs.root, "other-project");
     await write(
@@ -265,7 +230,7 @@ Deno.test("discoverUpstreams() lets the ~/.claude.json project entry beat its to
 });
 
 Deno.test("discoverUpstreams() finds the ~/.claude.json project entry through a symlinked cwd", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
     const link = join(dirs.root, "link-to-project");
     await Deno.symlink(dirs.project, link);
@@ -295,7 +260,7 @@ Deno.test("discoverUpstreams() finds the ~/.claude.json project entry through a 
 });
 
 Deno.test("discoverUpstreams() reads JSONC with comments, trailing commas and unknown keys", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
     await write(
       p.project,
@@ -333,7 +298,7 @@ Deno.test("discoverUpstreams() reads JSONC with comments, trailing commas and un
 });
 
 Deno.test("discoverUpstreams() keeps server names verbatim and sorts servers by name", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
     await write(
       p.project,
@@ -351,7 +316,7 @@ Deno.test("discoverUpstreams() keeps server names verbatim and sorts servers by 
 });
 
 Deno.test("discoverUpstreams() expands ${VAR} and ${VAR:-default} in every expandable field", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
     await write(
       p.project,
@@ -404,13 +369,10 @@ Deno.test("expandVars() expands variables and throws UpstreamConfigError naming 
   assertEquals(expandVars("${EMPTY:-d}|${EMPTY}", env, "here"), "d|");
   assertEquals(expandVars("$A ${} ${1X} $ {A}", env, "here"), "$A ${} ${1X} $ {A}");
   assertEquals(expandVars("${B:-}", env, "here"), "");
-  let message = "";
-  try {
-    expandVars("${MISSING}", env, '"args[0]" of MCP server "s" in /f.json');
-  } catch (error) {
-    assert(error instanceof UpstreamConfigError);
-    message = error.message;
-  }
+  const { message } = assertThrows(
+    () => expandVars("${MISSING}", env, '"args[0]" of MCP server "s" in /f.json'),
+    UpstreamConfigError,
+  );
   assertEquals(
     message,
     'Cannot expand ${MISSING} in "args[0]" of MCP server "s" in /f.json: the variable is not set; set it or write ${MISSING:-default}',
@@ -418,7 +380,7 @@ Deno.test("expandVars() expands variables and throws UpstreamConfigError naming 
 });
 
 Deno.test("discoverUpstreams() marks a server broken when a variable without default is unset", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
     await write(
       p.project,
@@ -450,7 +412,7 @@ Deno.test("discoverUpstreams() marks a server broken when a variable without def
 });
 
 Deno.test("discoverUpstreams() leaves out disabled entries, also over earlier sources", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
     await write(
       p.cursor,
@@ -475,7 +437,7 @@ Deno.test("discoverUpstreams() leaves out disabled entries, also over earlier so
 });
 
 Deno.test("discoverUpstreams() skips its own entry by name and by command", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
     const main = fileURLToPath(new URL("../main.ts", import.meta.url));
     const repo = dirname(main);
@@ -520,7 +482,7 @@ Deno.test("discoverUpstreams() skips its own entry by name and by command", asyn
 });
 
 Deno.test("discoverUpstreams() reads Claude Desktop's config where each OS keeps it", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const entry = (command: string) => JSON.stringify({ mcpServers: { desk: { command } } });
     const mac = await write(
       join(dirs.home, "Library", "Application Support", "Claude", "claude_desktop_config.json"),
@@ -559,7 +521,7 @@ Deno.test("discoverUpstreams() reads Claude Desktop's config where each OS keeps
 });
 
 Deno.test("discoverUpstreams() leaves VS Code's and Windsurf's files to setup", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const servers = (name: string) => JSON.stringify({ servers: { [name]: { command: name } } });
     await write(join(dirs.home, ".config", "Code", "User", "mcp.json"), servers("vscode-user"));
     await write(join(dirs.project, ".vscode", "mcp.json"), servers("vscode-project"));
@@ -581,7 +543,7 @@ Deno.test("discoverUpstreams() leaves VS Code's and Windsurf's files to setup", 
 });
 
 Deno.test("discoverUpstreams() records a malformed client file and still uses the others", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
     await write(p.desktop, '{ "mcpServers": { "desk": { "command": "d" } } }');
     await write(p.claude, '{ "mcpServers": { "broken-json": { "command": "x" } ');
@@ -606,29 +568,41 @@ Deno.test("discoverUpstreams() records a malformed client file and still uses th
 });
 
 Deno.test("discoverUpstreams() throws naming an explicit file that is malformed or missing", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
     await write(p.project, '{ "mcpServers": { "fine": { "command": "ok" } } }');
     await write(p.cli1, '{ "mcpServers": { "a": { "command": "x" }, } // unclosed');
-    const malformed = await upstreamError(() => discover(dirs, {}, { configPaths: [p.cli1] }));
+    const { message: malformed } = await assertRejects(
+      () => discover(dirs, {}, { configPaths: [p.cli1] }),
+      UpstreamConfigError,
+    );
     assertMatch(malformed, new RegExp(`^Cannot parse ${escapeRegExp(p.cli1)}: `));
 
     await write(p.cli2, '{ "mcpServers": "github" }');
-    const notObject = await upstreamError(() => discover(dirs, {}, { configPaths: [p.cli2] }));
+    const { message: notObject } = await assertRejects(
+      () => discover(dirs, {}, { configPaths: [p.cli2] }),
+      UpstreamConfigError,
+    );
     assertEquals(notObject, `Invalid MCP config file ${p.cli2}: "mcpServers" must be an object`);
 
     const missing = join(dirs.root, "nope.json");
-    const notFound = await upstreamError(() => discover(dirs, {}, { configPaths: [missing] }));
+    const { message: notFound } = await assertRejects(
+      () => discover(dirs, {}, { configPaths: [missing] }),
+      UpstreamConfigError,
+    );
     assertEquals(notFound, `Cannot read MCP config file ${missing}: the file does not exist`);
 
     await write(p.envFile, "{ not json");
-    const fromEnv = await upstreamError(() => discover(dirs, { MCP_CONFIG_PATH: p.envFile }));
+    const { message: fromEnv } = await assertRejects(
+      () => discover(dirs, { MCP_CONFIG_PATH: p.envFile }),
+      UpstreamConfigError,
+    );
     assertMatch(fromEnv, new RegExp(`^Cannot parse ${escapeRegExp(p.envFile)}: `));
   });
 });
 
 Deno.test("discoverUpstreams() reports invalid field types as broken, naming the key", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
     const entries: Record<string, [unknown, string]> = {
       "args-not-array": [{ command: "x", args: "--flag" }, '"args" must be an array of strings'],
@@ -666,7 +640,7 @@ Deno.test("discoverUpstreams() reports invalid field types as broken, naming the
 });
 
 Deno.test("discoverUpstreams() names the ~/.claude.json project in a broken entry's error", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
     await write(
       p.claude,
@@ -689,7 +663,7 @@ Deno.test("discoverUpstreams() names the ~/.claude.json project in a broken entr
 });
 
 Deno.test("discoverUpstreams() detects http and sse servers and normalises type", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
     await write(
       p.project,
@@ -730,7 +704,7 @@ Deno.test("discoverUpstreams() detects http and sse servers and normalises type"
 });
 
 Deno.test("discoverUpstreams() reads only explicit files when includeClientConfigs is false", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
     await write(p.desktop, '{ "mcpServers": { "desk": { "command": "d" } } }');
     await write(p.claude, '{ "mcpServers": { "claude": { "command": "c" } } }');
@@ -749,7 +723,7 @@ Deno.test("discoverUpstreams() reads only explicit files when includeClientConfi
 });
 
 Deno.test("discoverUpstreams() changes hash when an entry changes, not for order or comments", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
     await write(
       p.project,
@@ -808,7 +782,7 @@ Deno.test("discoverUpstreams() changes hash when an entry changes, not for order
 });
 
 Deno.test("discoverUpstreams() takes HOME from USERPROFILE and copes without either", async () => {
-  await withDirs(async (dirs) => {
+  await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
     await write(p.claude, '{ "mcpServers": { "claude": { "command": "c" } } }');
     await write(p.project, '{ "mcpServers": { "project": { "command": "p" } } }');
