@@ -179,6 +179,14 @@ function callOptions(server: McpServer, ctx: ServerContext): Pick<
   };
 }
 
+/** Code can do anything its tools can: clients should treat a run as a destructive action. */
+const RUN_ANNOTATIONS = {
+  readOnlyHint: false,
+  destructiveHint: true,
+  idempotentHint: false,
+  openWorldHint: true,
+} as const;
+
 function toToolResult(result: ExecutionResult) {
   return {
     content: [{ type: "text" as const, text: renderResult(result) }],
@@ -245,12 +253,7 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
     description: RUN_TYPESCRIPT_DESCRIPTION + llm + describeServers(deps.hub),
     inputSchema: sampling ? RunTypescriptInput : RunTypescriptPlainInput,
     outputSchema: output,
-    annotations: {
-      readOnlyHint: false,
-      destructiveHint: true,
-      idempotentHint: false,
-      openWorldHint: true,
-    },
+    annotations: RUN_ANNOTATIONS,
   }, async (args, ctx) => {
     const result = await deps.executor.runTypescript(args.code, {
       allowedTools: args.allowedTools,
@@ -268,12 +271,7 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
       description: RUN_PYTHON_DESCRIPTION + (sampling ? " Also llm, ask_user, progress." : ""),
       inputSchema: sampling ? RunPythonInput : RunPythonPlainInput,
       outputSchema: output,
-      annotations: {
-        readOnlyHint: false,
-        destructiveHint: true,
-        idempotentHint: false,
-        openWorldHint: true,
-      },
+      annotations: RUN_ANNOTATIONS,
     }, async (args, ctx) => {
       const result = await deps.executor.runPython(args.code, {
         allowedTools: args.allowedTools,
