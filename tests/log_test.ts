@@ -6,7 +6,7 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { denoDir, ROOT } from "./_helpers.ts";
+import { denoDir, describeRun, ROOT, runCommand } from "./_helpers.ts";
 
 const FIXTURE = join(ROOT, "tests", "fixtures", "upstream_fixture.ts");
 const NOISE_LINES = 20_000;
@@ -114,4 +114,15 @@ Deno.test("serve answers runs while nobody reads its stderr and it logs at debug
   assertMatch(log, /log lines were dropped: stderr was not read fast enough/);
   const noise = log.split("\n").filter((line) => line.includes("noise line")).length;
   assert(noise > 1000 && noise < NOISE_LINES, `${noise} noise lines logged`);
+});
+
+Deno.test("createLogger() writes a line logged just as the write before it ends, with no later line to wake it", async () => {
+  const run = await runCommand(Deno.execPath(), [
+    "run",
+    "-A",
+    "--config",
+    join(ROOT, "deno.json"),
+    join(ROOT, "tests", "fixtures", "log_wakeup.ts"),
+  ], { cwd: ROOT, timeoutMs: 60_000 });
+  assertEquals(run.code, 0, describeRun(run));
 });
