@@ -9,6 +9,10 @@
  * rebinding; 403), the OAuth discovery documents, the path, the body deadline and the principal's
  * authentication (401/403). `/healthz` and `/readyz` answer without auth and reveal nothing.
  *
+ * Every request is logged at info: method, path (one this server does not serve as
+ * `(other path)`, since it is the caller's text), status, milliseconds and principal; never a
+ * header, a query string or a token.
+ *
  * @module
  */
 import {
@@ -183,6 +187,12 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
       : await modern.fetch(request, { authInfo: principal });
   };
 
+  // Paths this server answers are logged as they are; any other is the caller's text, which can
+  // hold a secret (a client configured with a token-in-path URL) or be 100 KiB long.
+  const known = new Set([http.path, "/healthz", "/readyz"]);
+  const loggedPath = (path: string, status: number) =>
+    known.has(path) || (path.startsWith("/.well-known/") && status < 400) ? path : "(other path)";
+
   const server = Deno.serve({
     hostname: http.host,
     port: http.port,
@@ -210,7 +220,7 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
     }
     const who = (request as Request & { principal?: string }).principal ?? "-";
     log.info(
-      `http: ${request.method} ${path} ${response.status} ${
+      `http: ${request.method} ${loggedPath(path, response.status)} ${response.status} ${
         Math.round(performance.now() - started)
       } ms principal=${who}`,
     );
