@@ -75,6 +75,12 @@ export class LegacySessions {
    * @returns The response.
    */
   async handle(request: Request, authInfo: AuthInfo): Promise<Response> {
+    if (!["GET", "POST", "DELETE"].includes(request.method)) {
+      // As the SDK's transport answers within a session: a session id would not help.
+      const refused = rpcError(405, -32000, "Method not allowed: use POST, GET or DELETE");
+      refused.headers.set("Allow", "GET, POST, DELETE");
+      return refused;
+    }
     const id = request.headers.get("mcp-session-id");
     if (id !== null) {
       const session = this.#sessions.get(id);
