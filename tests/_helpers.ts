@@ -947,7 +947,8 @@ export async function httpClient(url: URL | string, options: HttpClientOptions):
  * @param tool The tool.
  * @param code The code.
  * @param extra More arguments (`session`, `timeoutMs`).
- * @param requestOptions The request's `signal` and `timeout` (120 s by default).
+ * @param requestOptions The request's options: `signal`, `onprogress`, `timeout` (120 s by
+ *   default).
  * @returns The result as the client sees it.
  */
 export async function callRun(
@@ -955,7 +956,7 @@ export async function callRun(
   tool: "run_typescript" | "run_python",
   code: string,
   extra: Record<string, unknown> = {},
-  requestOptions: { signal?: AbortSignal; timeout?: number } = {},
+  requestOptions: Parameters<Client["callTool"]>[1] = {},
 ): Promise<RunResult> {
   const result = await client.callTool({ name: tool, arguments: { code, ...extra } }, {
     timeout: 120_000,
