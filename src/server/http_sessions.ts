@@ -11,6 +11,7 @@
 import {
   type AuthInfo,
   isInitializeRequest,
+  isJSONRPCNotification,
   readRequestBody,
   WebStandardStreamableHTTPServerTransport,
 } from "@modelcontextprotocol/server";
@@ -137,6 +138,19 @@ export class LegacySessions {
       void server.server.close().catch(() => {});
     };
     await server.server.connect(transport);
+    // A cancelled request gets no response (the spec says so), and the SDK closes a request's
+    // event stream only after its response: the stream stayed open, with keep-alives, until the
+    // session ended. Closed here once the cancellation is delivered. (A 2025-03-26 batch shares
+    // one stream: its other requests' answers would be cut off; clients do not batch any more.)
+    const deliver = transport.onmessage;
+    transport.onmessage = (message, extra) => {
+      deliver?.(message, extra);
+      if (isJSONRPCNotification(message) && message.method === "notifications/cancelled") {
+        const requestId = (message.params as { requestId?: string | number } | undefined)
+          ?.requestId;
+        if (requestId !== undefined) transport.closeSSEStream(requestId);
+      }
+    };
     return await transport.handleRequest(request, { authInfo, parsedBody: body });
   }
 
