@@ -17,6 +17,7 @@ import {
   httpClient,
   ROOT,
   runCommand,
+  sandboxPids,
   serverEnv,
   startHttpServer,
   withTempDir,
@@ -34,13 +35,18 @@ interface RawResponse {
 }
 
 /**
- * Sends bytes exactly as given on a new connection and reads until the server closes it, so that
- * a test controls every header (`Host` included) and the framing.
+ * Sends bytes exactly as given on a new connection and reads the response (until its announced
+ * end, or until the server closes the connection), so that a test controls every header (`Host`
+ * included) and the framing.
  */
 async function rawExchange(url: URL, request: Uint8Array): Promise<RawResponse> {
   const conn = await Deno.connect({ hostname: url.hostname, port: Number(url.port) });
+  // A server that never answers fails the test instead of hanging it.
+  const timer = setTimeout(() => conn.close(), 30_000);
   try {
-    await conn.write(request);
+    for (let offset = 0; offset < request.length;) {
+      offset += await conn.write(request.subarray(offset));
+    }
     const chunks: Uint8Array[] = [];
     const buffer = new Uint8Array(64 * 1024);
     while (true) {
@@ -49,8 +55,14 @@ async function rawExchange(url: URL, request: Uint8Array): Promise<RawResponse> 
       chunks.push(buffer.slice(0, n));
       const text = decoder.decode(concat(chunks));
       const end = text.indexOf("\r\n\r\n");
-      const length = /\r\ncontent-length: (\d+)/i.exec(text.slice(0, end));
+      const head = text.slice(0, end);
+      const length = /\r\ncontent-length: (\d+)/i.exec(head);
       if (end >= 0 && length && encoder.encode(text).length >= end + 4 + Number(length[1])) break;
+      if (
+        end >= 0 && /\r\ntransfer-encoding: chunked/i.test(head) && text.endsWith("\r\n0\r\n\r\n")
+      ) {
+        break;
+      }
     }
     const text = decoder.decode(concat(chunks));
     const end = text.indexOf("\r\n\r\n");
@@ -60,7 +72,12 @@ async function rawExchange(url: URL, request: Uint8Array): Promise<RawResponse> 
       body: text.slice(end + 4),
     };
   } finally {
-    conn.close();
+    clearTimeout(timer);
+    try {
+      conn.close();
+    } catch {
+      // Closed by the timer.
+    }
   }
 }
 
@@ -74,12 +91,23 @@ function concat(chunks: Uint8Array[]): Uint8Array {
   return all;
 }
 
-/** A raw HTTP/1.1 POST to the endpoint with these headers (Host included) and body. */
-function rawPost(url: URL, headers: Record<string, string>, body: string): Promise<RawResponse> {
+/**
+ * A raw HTTP/1.1 POST to the endpoint with these headers (the endpoint's Host unless they name
+ * one) and body. With `sendBytes`, only that much of the body is sent after the headers, which
+ * still announce all of it: a server that answers before reading a body closes the connection
+ * with the rest unread, and the reset that follows can destroy its answer in transit.
+ */
+function rawPost(
+  url: URL,
+  headers: Record<string, string>,
+  body: string,
+  sendBytes?: number,
+): Promise<RawResponse> {
   const bytes = encoder.encode(body);
   const lines = [
     `POST ${url.pathname} HTTP/1.1`,
     ...Object.entries({
+      "Host": url.host,
       "Content-Type": "application/json",
       "Accept": "application/json, text/event-stream",
       "Content-Length": String(bytes.length),
@@ -87,7 +115,23 @@ function rawPost(url: URL, headers: Record<string, string>, body: string): Promi
       ...headers,
     }).map(([name, value]) => `${name}: ${value}`),
   ];
-  return rawExchange(url, concat([encoder.encode(lines.join("\r\n") + "\r\n\r\n"), bytes]));
+  const head = encoder.encode(lines.join("\r\n") + "\r\n\r\n");
+  return rawExchange(url, concat([head, bytes.subarray(0, sendBytes ?? bytes.length)]));
+}
+
+/** A raw chunked POST whose chunks are sent, but not the end of the body. */
+function rawChunkedPost(url: URL, chunks: string[]): Promise<RawResponse> {
+  const head = [
+    `POST ${url.pathname} HTTP/1.1`,
+    `Host: ${url.host}`,
+    "Content-Type: application/json",
+    "Accept: application/json, text/event-stream",
+    "Transfer-Encoding: chunked",
+    "Connection: close",
+  ].join("\r\n") + "\r\n\r\n";
+  const body = chunks.map((chunk) => `${encoder.encode(chunk).length.toString(16)}\r\n${chunk}\r\n`)
+    .join("");
+  return rawExchange(url, encoder.encode(head + body));
 }
 
 const INITIALIZE = JSON.stringify({
@@ -131,7 +175,8 @@ Deno.test("serve --http refuses a rebinding Host and a foreign Origin with 403",
       ["the null Origin", { Host: host, Origin: "null" }],
     ];
     for (const [what, headers] of refused) {
-      const response = await rawPost(server.url, headers, INITIALIZE);
+      // Refused on the headers alone, so the body is not sent (see rawPost()).
+      const response = await rawPost(server.url, headers, INITIALIZE, 0);
       assertEquals(response.status, 403, `${what}: ${response.head}\n${response.body}`);
     }
     // The same request with the bound Host, or a loopback Origin, is served.
@@ -182,23 +227,18 @@ Deno.test("serve --http answers a body over http.maxBodyBytes with 413 and a bod
         ],
       ];
       for (const [what, headers, body] of cases) {
-        const response = await rawPost(server.url, { Host: server.url.host, ...headers }, body);
+        // The announced length is enough: the server answers before reading the body.
+        const response = await rawPost(server.url, headers, body, 0);
         assertEquals(response.status, 413, `${what}: ${response.head}\n${response.body}`);
       }
 
-      // A body sent in chunks, with no length announced, is cut off at the cap as well.
-      const chunked = await fetch(server.url, {
-        method: "POST",
-        headers: {
-          "Content-Type": "application/json",
-          "Accept": "application/json, text/event-stream",
-        },
-        body: ReadableStream.from([
-          encoder.encode(INITIALIZE.slice(0, -1)),
-          encoder.encode(`,"pad":"${big}"}`),
-        ]),
-      });
-      assertEquals(chunked.status, 413, await chunked.text());
+      // A body sent in chunks, with no length announced, is cut off once past the cap.
+      const chunked = await rawChunkedPost(server.url, [
+        INITIALIZE.slice(0, -1),
+        `,"pad":"${"x".repeat(maxBodyBytes / 2)}`,
+        "x".repeat(maxBodyBytes / 2),
+      ]);
+      assertEquals(chunked.status, 413, `${chunked.head}\n${chunked.body}`);
 
       // A body that announces more than it sends is given up on after http.bodyTimeoutMs.
       const slow = await rawExchange(
@@ -361,7 +401,9 @@ function junkKinds(
     [
       "a body over the cap",
       413,
-      post(base, INITIALIZE.replace('"hostile"', `"${"z".repeat(maxBodyBytes)}"`)),
+      // Announced, not sent: see rawPost().
+      (url) =>
+        rawPost(url, auth, INITIALIZE.replace('"hostile"', `"${"z".repeat(maxBodyBytes)}"`), 0),
     ],
     ["a 200 KB header", 400, post({ ...base, "X-Junk": "h".repeat(200_000) }, INITIALIZE)],
   ];
@@ -583,6 +625,82 @@ Deno.test("serve --http refuses to listen on 0.0.0.0 without auth and names CODE
     const health = await fetch(`http://127.0.0.1:${server.url.port}/healthz`);
     assertEquals(health.status, 200);
     await health.body?.cancel();
+  } finally {
+    await server.close();
+  }
+});
+
+Deno.test("serve --http counts open event streams against http.maxRequests, and still serves probes and open sessions", async () => {
+  const server = await startHttpServer({
+    settings: { http: { maxRequests: 3 }, sandbox: { warmPool: 0 } },
+  });
+  try {
+    // A 2025-era client holds its GET stream open, and each tool call's answer is a stream that
+    // stays open for the whole run: three requests in flight.
+    const client = await httpClient(server.url, { era: "legacy" });
+    const abort = new AbortController();
+    try {
+      const calls = [1, 2].map(() =>
+        callRun(client, "run_typescript", "await new Promise(() => setInterval(() => {}, 1000));", {
+          timeoutMs: 120_000,
+        }, { signal: abort.signal }).catch((error: Error) => error)
+      );
+      const running = await eventually(
+        async () => (await sandboxPids(server.tempDir)).length === 2,
+        30_000,
+      );
+      assert(running, "the two runs did not start");
+
+      const late = await httpClient(server.url, { era: "legacy" }).then(
+        async (other) => {
+          await other.close();
+          return "connected";
+        },
+        (error: Error) => error.message,
+      );
+      assertMatch(late, /Too many requests at once \(http\.maxRequests 3\)/);
+      const modern = await fetch(server.url, {
+        method: "POST",
+        headers: {
+          "Content-Type": "application/json",
+          "Accept": "application/json, text/event-stream",
+          "MCP-Protocol-Version": "2026-07-28",
+          "Mcp-Method": "tools/list",
+        },
+        body: modernBody("tools/list"),
+      });
+      assertEquals(modern.status, 503);
+      assertMatch(await modern.text(), /http\.maxRequests/);
+      for (const probe of ["/healthz", "/readyz"]) {
+        const response = await fetch(new URL(probe, server.url));
+        assertEquals(response.status, 200, probe);
+        await response.body?.cancel();
+      }
+      // The open session is still served, its cancellations included.
+      await client.ping();
+      abort.abort();
+      const ended = await Promise.all(calls);
+      assert(ended.every((outcome) => outcome instanceof Error), JSON.stringify(ended));
+      const gone = await eventually(
+        async () => (await sandboxPids(server.tempDir)).length === 0,
+        10_000,
+      );
+      assert(gone, "the cancelled runs' children still run");
+
+      // Their streams have closed: there is room again.
+      const room = await eventually(
+        () =>
+          httpClient(server.url, { era: "modern" }).then(async (late) => {
+            await late.close();
+            return true;
+          }, () => false),
+        10_000,
+      );
+      assert(room, "new clients are still refused after the runs ended");
+    } finally {
+      abort.abort();
+      await client.close();
+    }
   } finally {
     await server.close();
   }

@@ -9,9 +9,11 @@
  * rebinding; 403), the OAuth discovery documents, the path, the body deadline and the principal's
  * authentication (401/403). `/healthz` and `/readyz` answer without auth and reveal nothing.
  *
- * Every request is logged at info: method, path (one this server does not serve as
- * `(other path)`, since it is the caller's text), status, milliseconds and principal; never a
- * header, a query string or a token.
+ * Every request is logged at info when it ends (an event stream when it closes): method, path
+ * (one this server does not serve as `(other path)`, since it is the caller's text), status,
+ * milliseconds and principal; never a header, a query string or a token. Until then it counts
+ * against `http.maxRequests`; past the cap, new sessions and 2026-era requests get 503, while
+ * `/healthz`, `/readyz` and the requests of open sessions are still served.
  *
  * @module
  */
@@ -105,6 +107,52 @@ async function within<T>(work: Promise<T>, ms: number): Promise<T | undefined> {
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * The same response, calling `done` once when its event stream has been sent in full, has failed
+ * or was cancelled (the client went away); at once for any other response, whose body is whole
+ * already (and keeps its Content-Length).
+ */
+function untilSent(response: Response, done: () => void): Response {
+  const type = response.headers.get("content-type") ?? "";
+  if (!response.body || !type.startsWith("text/event-stream")) {
+    done();
+    return response;
+  }
+  let pending = true;
+  const finish = () => {
+    if (pending) {
+      pending = false;
+      done();
+    }
+  };
+  const reader = response.body.getReader();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { value, done: ended } = await reader.read();
+        if (ended) {
+          finish();
+          controller.close();
+        } else {
+          controller.enqueue(value);
+        }
+      } catch (error) {
+        finish();
+        controller.error(error);
+      }
+    },
+    async cancel(reason) {
+      finish();
+      await reader.cancel(reason);
+    },
+  });
+  return new Response(body, {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+  });
 }
 
 /**
@@ -204,7 +252,14 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
   }, async (request) => {
     const started = performance.now();
     const path = new URL(request.url).pathname;
-    if (inFlight >= http.maxRequests) {
+    // Probes are answered whatever the load: a liveness check failing on a busy server would
+    // have it restarted, runs and all. So is the traffic of an open session (its number is
+    // capped by http.maxSessions, its runs by admission): refused, the answers to its sampling
+    // and elicitation requests and its cancellations would leave its runs stuck at the cap.
+    const sessionId = request.headers.get("mcp-session-id");
+    const exempt = path === "/healthz" || path === "/readyz" ||
+      (sessionId !== null && sessions.has(sessionId));
+    if (inFlight >= http.maxRequests && !exempt) {
       return rpcError(
         503,
         -32000,
@@ -215,16 +270,21 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
     let response: Response;
     try {
       response = await route(request, path);
-    } finally {
+    } catch (error) {
       inFlight--;
+      throw error;
     }
-    const who = (request as Request & { principal?: string }).principal ?? "-";
-    log.info(
-      `http: ${request.method} ${loggedPath(path, response.status)} ${response.status} ${
-        Math.round(performance.now() - started)
-      } ms principal=${who}`,
-    );
-    return response;
+    // A request counts, and is logged, until its body has been sent: a 2025-era tool call or
+    // GET stream answers at once with an event stream that stays open for the whole run.
+    return untilSent(response, () => {
+      inFlight--;
+      const who = (request as Request & { principal?: string }).principal ?? "-";
+      log.info(
+        `http: ${request.method} ${loggedPath(path, response.status)} ${response.status} ${
+          Math.round(performance.now() - started)
+        } ms principal=${who}`,
+      );
+    });
   });
 
   const addr = server.addr as Deno.NetAddr;

@@ -63,6 +63,11 @@ export class LegacySessions {
     return this.#sessions.size;
   }
 
+  /** Whether a session with this id is open (for any principal). */
+  has(id: string): boolean {
+    return this.#sessions.has(id);
+  }
+
   /** The MCP servers of the open sessions (to tell them the tool list changed). */
   servers(): CodeExecutorServer[] {
     return [...this.#sessions.values()].map((session) => session.server);
