@@ -50,22 +50,31 @@ class StderrQueue {
     }
     this.#lines.push(bytes);
     this.#bytes += bytes.length;
-    this.#draining ??= this.#drain().finally(() => this.#draining = undefined);
+    this.#draining ??= this.#drain();
   }
 
   async #drain(): Promise<void> {
-    while (this.#lines.length > 0 && !this.#broken) {
-      const batch = this.#take();
-      try {
-        for (let offset = 0; offset < batch.length;) {
-          offset += await Deno.stderr.write(batch.subarray(offset));
+    // Yield first, so that #draining is set before the loop can end.
+    await Promise.resolve();
+    try {
+      while (this.#lines.length > 0 && !this.#broken) {
+        const batch = this.#take();
+        try {
+          for (let offset = 0; offset < batch.length;) {
+            offset += await Deno.stderr.write(batch.subarray(offset));
+          }
+        } catch {
+          // stderr is gone (the client closed it): there is nowhere left to report to.
+          this.#broken = true;
+          this.#lines = [];
+          this.#bytes = 0;
         }
-      } catch {
-        // stderr is gone (the client closed it): there is nowhere left to report to.
-        this.#broken = true;
-        this.#lines = [];
-        this.#bytes = 0;
       }
+    } finally {
+      // In the same step as the last look at the queue, so that a line pushed after it starts a
+      // new drain. Cleared in a .finally() callback, a few microtasks later, a line pushed in
+      // between waited for the next one (seen: serve --http's "ready on" held until SIGTERM).
+      this.#draining = undefined;
     }
   }
 

@@ -1,7 +1,7 @@
 /**
  * Shared test helpers: the pinned upstream MCP servers, a real server process driven by the SDK
- * v2 client over stdio (or spoken to in raw lines), the processes and directories a server may
- * leave behind, and runs of command-line processes.
+ * v2 client over stdio (or spoken to in raw lines) or over Streamable HTTP in either protocol era,
+ * the processes and directories a server may leave behind, and runs of command-line processes.
  *
  * @module
  */
@@ -1026,4 +1026,217 @@ export async function runCommand(
  */
 export function describeRun(run: CommandRun): string {
   return `exit code ${run.code}\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`;
+}
+
+/** Options for {@linkcode startHttpServer}. */
+export interface StartHttpServerOptions extends ServerEnvOptions {
+  /** Settings written to a temporary CODE_EXECUTOR_CONFIG file. */
+  settings?: Record<string, unknown>;
+  /** Extra environment variables for the server (log level `info` unless this says otherwise). */
+  env?: Record<string, string>;
+  /** Extra arguments after `serve --http --port 0`. */
+  args?: string[];
+  /** Upstream servers, written to an `mcp.json` (in `home`, else the temp directory) for `--config`. */
+  upstream?: Record<string, unknown>;
+  /** How long the server may take to say it is ready. */
+  readyTimeoutMs?: number;
+}
+
+/** A running `main.ts serve --http`. */
+export interface HttpServer {
+  /** The MCP endpoint, from the server's "ready on" line. */
+  url: URL;
+  /** The server's process id. */
+  pid: number;
+  /** The server's TMPDIR (its sandboxes' directories, `audit.jsonl`). */
+  tempDir: string;
+  /** Its private HOME (`options.home`, else a directory in `tempDir`). */
+  home: string;
+  /** The audit log's path. */
+  auditPath: string;
+  /** Everything the server wrote to stderr so far. */
+  readonly stderr: string;
+  /** Resolves when the process exits. */
+  status: Promise<Deno.CommandStatus>;
+  /**
+   * Sends SIGTERM (unless the process has exited), waits for it to exit (SIGKILL after
+   * `timeoutMs`), checks that it exited with 0 and that no sandbox process, no process with its
+   * TMPDIR or HOME and no sandbox directory is left, and removes the temp directory either way.
+   *
+   * @returns The exit status.
+   * @throws {AssertionError} When the server had to be killed, failed or left something behind.
+   */
+  close(options?: { timeoutMs?: number }): Promise<Deno.CommandStatus>;
+}
+
+/**
+ * Starts `deno run -A main.ts serve --http --port 0` with a private TMPDIR and HOME (the caller's
+ * caches unless `sharedCache` is false), waits for its "ready on http://…" line on stderr and returns its URL.
+ *
+ * @param options Settings, environment, arguments, upstream servers and HOME.
+ * @returns The running server.
+ * @throws {Error} When the server exits or says nothing within `readyTimeoutMs`; with its stderr.
+ */
+export async function startHttpServer(options: StartHttpServerOptions = {}): Promise<HttpServer> {
+  const tempDir = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-http-" }));
+  // A private HOME always, so that no user configuration leaks in; the caches stay shared, so
+  // that npm servers and the Python snapshot are not fetched or built again.
+  const home = options.home ?? join(tempDir, "home");
+  if (options.home === undefined) await Deno.mkdir(home);
+  const env: Record<string, string> = {
+    ...serverEnv(tempDir, { home, sharedCache: options.sharedCache ?? true }),
+    CODE_EXECUTOR_LOG_LEVEL: "info",
+    ...options.env,
+  };
+  const args = ["run", "-A", "main.ts", "serve", "--http", "--port", "0", ...(options.args ?? [])];
+  try {
+    if (options.settings) env.CODE_EXECUTOR_CONFIG = await writeSettings(tempDir, options.settings);
+    if (options.upstream) {
+      args.push("--config", await writeMcpConfig(home, options.upstream));
+    }
+  } catch (error) {
+    await Deno.remove(tempDir, { recursive: true }).catch(() => {});
+    throw error;
+  }
+  const child = new Deno.Command(Deno.execPath(), {
+    args,
+    cwd: ROOT,
+    clearEnv: true,
+    env,
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  let stderr = "";
+  let exited = false;
+  const status = child.status.finally(() => exited = true);
+  const pump = (async () => {
+    const decoder = new TextDecoder();
+    for await (const chunk of child.stderr) stderr += decoder.decode(chunk, { stream: true });
+  })();
+  const ready = () => /ready on (http:\/\/\S+)/.exec(stderr)?.[1];
+  await eventually(
+    () => Promise.resolve(exited || ready() !== undefined),
+    options.readyTimeoutMs ?? 60_000,
+  );
+  const leftBehind = async () => ({
+    sandboxes: await sandboxPids(tempDir),
+    processesWithTmp: await pidsWithEnv(`TMPDIR=${tempDir}`),
+    processesWithHome: await pidsWithEnv(`HOME=${home}`),
+    workspaces: await sandboxDirs(tempDir),
+  });
+  const stop = async (timeoutMs: number) => {
+    try {
+      if (!exited) child.kill("SIGTERM");
+    } catch {
+      // It exited just now.
+    }
+    const ended = await exitOrKill(child, timeoutMs);
+    await pump;
+    return ended;
+  };
+  const found = ready();
+  if (found === undefined || exited) {
+    await stop(5_000);
+    await Deno.remove(tempDir, { recursive: true }).catch(() => {});
+    throw new Error(`The HTTP server did not get ready:\n${stderr}`);
+  }
+  return {
+    url: new URL(found),
+    pid: child.pid,
+    tempDir,
+    home,
+    auditPath: env.AUDIT_LOG_PATH,
+    get stderr() {
+      return stderr;
+    },
+    status,
+    async close(closeOptions = {}) {
+      try {
+        const ended = await stop(closeOptions.timeoutMs ?? 30_000);
+        assert(ended, `the server did not exit after SIGTERM and was killed:\n${stderr}`);
+        assertEquals(ended.code, 0, `the server exited with ${ended.code}:\n${stderr}`);
+        let left = {};
+        const clean = await eventually(async () => {
+          left = await leftBehind();
+          return Object.values(left).every((list) => (list as unknown[]).length === 0);
+        }, 10_000);
+        assert(clean, `left after shutdown: ${JSON.stringify(left)}`);
+        return ended;
+      } finally {
+        await Deno.remove(tempDir, { recursive: true }).catch(() => {});
+      }
+    },
+  };
+}
+
+/** Options for {@linkcode httpClient}. */
+export interface HttpClientOptions {
+  /** `legacy`: the 2025-era handshake and session; `modern`: 2026-07-28, negotiated by probe. */
+  era: "legacy" | "modern";
+  /** A bearer token, sent as `Authorization: Bearer <token>`. */
+  token?: string;
+  /** The capabilities the client declares (sampling, elicitation). */
+  capabilities?: ClientOptions["capabilities"];
+  /** Called before connecting, to register the client's request handlers. */
+  setup?: (client: Client) => void;
+  /** Headers for every request besides the token's. */
+  headers?: Record<string, string>;
+}
+
+/**
+ * Connects an SDK v2 client to an HTTP endpoint over Streamable HTTP in the chosen era, and
+ * checks that the era is the one negotiated.
+ *
+ * @param url The MCP endpoint.
+ * @param options Era, token, capabilities and handlers.
+ * @returns The connected client; `client.close()` ends its streams (without DELETE).
+ * @throws {AssertionError} When the server negotiated another era.
+ */
+export async function httpClient(url: URL | string, options: HttpClientOptions): Promise<Client> {
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.token !== undefined) headers.Authorization = `Bearer ${options.token}`;
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: { headers },
+  });
+  const client = new Client({ name: "code-executor-http-tests", version: "1.0.0" }, {
+    capabilities: options.capabilities,
+    ...(options.era === "modern" ? { versionNegotiation: { mode: "auto" as const } } : {}),
+  });
+  options.setup?.(client);
+  await client.connect(transport);
+  const era = client.getProtocolEra();
+  if (era !== options.era) {
+    await client.close();
+    throw new Error(`Expected the ${options.era} era, the client negotiated ${era}`);
+  }
+  return client;
+}
+
+/**
+ * Calls `run_typescript` or `run_python` and returns its structured result.
+ *
+ * @param client A connected client.
+ * @param tool The tool.
+ * @param code The code.
+ * @param extra More arguments (`session`, `timeoutMs`).
+ * @param requestOptions The request's options: `signal`, `onprogress`, `timeout` (120 s by
+ *   default).
+ * @returns The result as the client sees it.
+ */
+export async function callRun(
+  client: Client,
+  tool: "run_typescript" | "run_python",
+  code: string,
+  extra: Record<string, unknown> = {},
+  requestOptions: Parameters<Client["callTool"]>[1] = {},
+): Promise<RunResult> {
+  const result = await client.callTool({ name: tool, arguments: { code, ...extra } }, {
+    timeout: 120_000,
+    ...requestOptions,
+  });
+  return {
+    ...(result.structuredContent as unknown as ExecutionResult),
+    isError: result.isError === true,
+  };
 }

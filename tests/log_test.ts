@@ -4,11 +4,15 @@
  *
  * @module
  */
+import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import {
+  denoDir,
+  describeRun,
   fixtureServer,
   initializeRequest,
   ROOT,
+  runCommand,
   serverEnv,
   withTempDir,
   writeMcpConfig,
@@ -93,4 +97,15 @@ Deno.test("serve answers runs while nobody reads its stderr and it logs at debug
     const noise = log.split("\n").filter((line) => line.includes("noise line")).length;
     assert(noise > 1000 && noise < NOISE_LINES, `${noise} noise lines logged`);
   });
+});
+
+Deno.test("createLogger() writes a line logged just as the write before it ends, with no later line to wake it", async () => {
+  const run = await runCommand(Deno.execPath(), [
+    "run",
+    "-A",
+    "--config",
+    join(ROOT, "deno.json"),
+    join(ROOT, "tests", "fixtures", "log_wakeup.ts"),
+  ], { cwd: ROOT, timeoutMs: 60_000 });
+  assertEquals(run.code, 0, describeRun(run));
 });

@@ -138,7 +138,10 @@ const HttpSchema = z.object({
   maxBodyBytes: positiveInt.optional(),
   /** Time allowed to receive a request's body. */
   bodyTimeoutMs: positiveInt.default(30_000),
-  /** Requests handled at once (open streams included); more get 503. */
+  /**
+   * Requests handled at once, open event streams included; more get 503, except `/healthz`,
+   * `/readyz` and the requests of open 2025-era sessions.
+   */
   maxRequests: positiveInt.default(256),
   /** 2025-era sessions open at once; a new one past it gets 503. */
   maxSessions: positiveInt.default(100),

@@ -9,6 +9,12 @@
  * rebinding; 403), the OAuth discovery documents, the path, the body deadline and the principal's
  * authentication (401/403). `/healthz` and `/readyz` answer without auth and reveal nothing.
  *
+ * Every request is logged at info when it ends (an event stream when it closes): method, path
+ * (one this server does not serve as `(other path)`, since it is the caller's text), status,
+ * milliseconds and principal; never a header, a query string or a token. Until then it counts
+ * against `http.maxRequests`; past the cap, new sessions and 2026-era requests get 503, while
+ * `/healthz`, `/readyz` and the requests of open sessions are still served.
+ *
  * @module
  */
 import {
@@ -99,50 +105,6 @@ export function hostAllowlists(settings: Settings): { hosts?: string[]; origins:
   return { hosts: hosts.length > 0 ? hosts : undefined, origins };
 }
 
-/**
- * Calls `done` once a response has been sent. A JSON answer is sent as soon as it is returned;
- * an SSE stream (a session's GET stream, a tool call's progress and result, a 2026-era
- * subscription) only when it ends or the client drops it, so that it keeps its place in
- * `http.maxRequests` while it is open.
- */
-function whenSent(response: Response, done: () => void): Response {
-  const type = response.headers.get("content-type") ?? "";
-  if (!response.body || !type.includes("text/event-stream")) {
-    done();
-    return response;
-  }
-  let finished = false;
-  const finish = () => {
-    if (finished) return;
-    finished = true;
-    done();
-  };
-  const reader = response.body.getReader();
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      try {
-        const chunk = await reader.read();
-        if (chunk.done) {
-          controller.close();
-          finish();
-        } else controller.enqueue(chunk.value);
-      } catch (error) {
-        controller.error(error);
-        finish();
-      }
-    },
-    cancel(reason) {
-      finish();
-      return reader.cancel(reason);
-    },
-  }, { highWaterMark: 0 });
-  return new Response(body, {
-    status: response.status,
-    statusText: response.statusText,
-    headers: response.headers,
-  });
-}
-
 /** Races a promise against a deadline; undefined when the deadline comes first. */
 async function within<T>(work: Promise<T>, ms: number): Promise<T | undefined> {
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -154,6 +116,52 @@ async function within<T>(work: Promise<T>, ms: number): Promise<T | undefined> {
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * The same response, calling `done` once when its event stream has been sent in full, has failed
+ * or was cancelled (the client went away); at once for any other response, whose body is whole
+ * already (and keeps its Content-Length).
+ */
+function untilSent(response: Response, done: () => void): Response {
+  const type = response.headers.get("content-type") ?? "";
+  if (!response.body || !type.startsWith("text/event-stream")) {
+    done();
+    return response;
+  }
+  let pending = true;
+  const finish = () => {
+    if (pending) {
+      pending = false;
+      done();
+    }
+  };
+  const reader = response.body.getReader();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { value, done: ended } = await reader.read();
+        if (ended) {
+          finish();
+          controller.close();
+        } else {
+          controller.enqueue(value);
+        }
+      } catch (error) {
+        finish();
+        controller.error(error);
+      }
+    },
+    async cancel(reason) {
+      finish();
+      await reader.cancel(reason);
+    },
+  });
+  return new Response(body, {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+  });
 }
 
 /**
@@ -237,6 +245,12 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
       : await modern.fetch(request, { authInfo: principal });
   };
 
+  // Paths this server answers are logged as they are; any other is the caller's text, which can
+  // hold a secret (a client configured with a token-in-path URL) or be 100 KiB long.
+  const known = new Set([http.path, "/healthz", "/readyz"]);
+  const loggedPath = (path: string, status: number) =>
+    known.has(path) || (path.startsWith("/.well-known/") && status < 400) ? path : "(other path)";
+
   const server = Deno.serve({
     hostname: http.host,
     port: http.port,
@@ -248,9 +262,14 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
   }, async (request) => {
     const started = performance.now();
     const path = new URL(request.url).pathname;
-    // Health checks are never turned away: a busy server is alive.
-    const health = path === "/healthz" || path === "/readyz";
-    if (inFlight >= http.maxRequests && !health) {
+    // Probes are answered whatever the load: a liveness check failing on a busy server would
+    // have it restarted, runs and all. So is the traffic of an open session (its number is
+    // capped by http.maxSessions, its runs by admission): refused, the answers to its sampling
+    // and elicitation requests and its cancellations would leave its runs stuck at the cap.
+    const sessionId = request.headers.get("mcp-session-id");
+    const exempt = path === "/healthz" || path === "/readyz" ||
+      (sessionId !== null && sessions.has(sessionId));
+    if (inFlight >= http.maxRequests && !exempt) {
       return rpcError(
         503,
         -32000,
@@ -265,14 +284,17 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
       inFlight--;
       throw error;
     }
-    response = whenSent(response, () => inFlight--);
-    const who = (request as Request & { principal?: string }).principal ?? "-";
-    log.info(
-      `http: ${request.method} ${path} ${response.status} ${
-        Math.round(performance.now() - started)
-      } ms principal=${who}`,
-    );
-    return response;
+    // A request counts, and is logged, until its body has been sent: a 2025-era tool call or
+    // GET stream answers at once with an event stream that stays open for the whole run.
+    return untilSent(response, () => {
+      inFlight--;
+      const who = (request as Request & { principal?: string }).principal ?? "-";
+      log.info(
+        `http: ${request.method} ${loggedPath(path, response.status)} ${response.status} ${
+          Math.round(performance.now() - started)
+        } ms principal=${who}`,
+      );
+    });
   });
 
   const addr = server.addr as Deno.NetAddr;

@@ -11,6 +11,7 @@
 import {
   type AuthInfo,
   isInitializeRequest,
+  isJSONRPCNotification,
   readRequestBody,
   WebStandardStreamableHTTPServerTransport,
 } from "@modelcontextprotocol/server";
@@ -64,6 +65,11 @@ export class LegacySessions {
     return this.#sessions.size;
   }
 
+  /** Whether a session with this id is open (for any principal). */
+  has(id: string): boolean {
+    return this.#sessions.has(id);
+  }
+
   /** The MCP servers of the open sessions (to tell them the tool list changed). */
   servers(): CodeExecutorServer[] {
     return [...this.#sessions.values()].map((session) => session.server);
@@ -79,6 +85,12 @@ export class LegacySessions {
    * (denoland/deno#27364); the SDK documents it.
    */
   async handle(request: Request, authInfo: AuthInfo): Promise<Response> {
+    if (!["GET", "POST", "DELETE"].includes(request.method)) {
+      // As the SDK's transport answers within a session: a session id would not help.
+      const refused = rpcError(405, -32000, "Method not allowed: use POST, GET or DELETE");
+      refused.headers.set("Allow", "GET, POST, DELETE");
+      return refused;
+    }
     const id = request.headers.get("mcp-session-id");
     if (id !== null) {
       const session = this.#sessions.get(id);
@@ -135,6 +147,19 @@ export class LegacySessions {
       void server.server.close().catch(() => {});
     };
     await server.server.connect(transport);
+    // A cancelled request gets no response (the spec says so), and the SDK closes a request's
+    // event stream only after its response: the stream stayed open, with keep-alives, until the
+    // session ended. Closed here once the cancellation is delivered. (A 2025-03-26 batch shares
+    // one stream: its other requests' answers would be cut off; clients do not batch any more.)
+    const deliver = transport.onmessage;
+    transport.onmessage = (message, extra) => {
+      deliver?.(message, extra);
+      if (isJSONRPCNotification(message) && message.method === "notifications/cancelled") {
+        const requestId = (message.params as { requestId?: string | number } | undefined)
+          ?.requestId;
+        if (requestId !== undefined) transport.closeSSEStream(requestId);
+      }
+    };
     return await transport.handleRequest(request, { authInfo, parsedBody: body });
   }
 
