@@ -80,11 +80,12 @@ export class LegacySessions {
    *
    * @param request The HTTP request.
    * @param authInfo Its principal (`clientId`).
+   * @param parsedBody Its body, already read and parsed, when it was JSON.
    * @returns The response.
    * @internal It takes the MCP SDK's type, which `deno doc --lint` takes for a private one
    * (denoland/deno#27364); the SDK documents it.
    */
-  async handle(request: Request, authInfo: AuthInfo): Promise<Response> {
+  async handle(request: Request, authInfo: AuthInfo, parsedBody?: unknown): Promise<Response> {
     if (!["GET", "POST", "DELETE"].includes(request.method)) {
       // As the SDK's transport answers within a session: a session id would not help.
       const refused = rpcError(405, -32000, "Method not allowed: use POST, GET or DELETE");
@@ -99,18 +100,20 @@ export class LegacySessions {
         return rpcError(404, -32001, "Session not found: initialize a new session");
       }
       session.lastSeen = Date.now();
-      return await session.transport.handleRequest(request, { authInfo });
+      return await session.transport.handleRequest(request, { authInfo, parsedBody });
     }
     if (request.method !== "POST") {
       return rpcError(400, -32000, "Bad Request: Mcp-Session-Id header is required");
     }
-    const read = await readRequestBody(request.clone(), this.#options.maxBodyBytes);
-    if (read.tooLarge) return rpcError(413, -32000, "Payload Too Large");
-    let body: unknown;
-    try {
-      body = JSON.parse(read.text);
-    } catch {
-      return rpcError(400, -32700, "Parse error: the body is not JSON");
+    let body = parsedBody;
+    if (body === undefined) {
+      const read = await readRequestBody(request.clone(), this.#options.maxBodyBytes);
+      if (read.tooLarge) return rpcError(413, -32000, "Payload Too Large");
+      try {
+        body = JSON.parse(read.text);
+      } catch {
+        return rpcError(400, -32700, "Parse error: the body is not JSON");
+      }
     }
     if (!isInitializeRequest(body)) {
       return rpcError(400, -32000, "Bad Request: Mcp-Session-Id header is required");
