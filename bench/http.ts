@@ -136,6 +136,9 @@ await runBench(async (args) => {
     home,
     sharedCache: true,
     upstream,
+    env: Deno.env.get("BENCH_SERVER_V8_FLAGS")
+      ? { DENO_V8_FLAGS: Deno.env.get("BENCH_SERVER_V8_FLAGS")! }
+      : {},
   });
   const stdio = await startServer({ home, sharedCache: true, upstream });
   const connected: Client[] = [];
@@ -210,8 +213,8 @@ await runBench(async (args) => {
         runs,
         wrong: problems.length + (runs - outcomes.length),
         problems: problems.slice(0, 10),
-        p50: round(percentile(latencies, 50)),
-        p99: round(percentile(latencies, 99)),
+        p50: round(percentile(latencies, 0.5)),
+        p99: round(percentile(latencies, 0.99)),
         runsPerSecond: round(outcomes.length / (elapsedMs / 1000), 2),
         rss: { baseline, peak: round(peak), after },
       },
