@@ -4,8 +4,11 @@
  *
  * @module
  */
+import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { cacheDir } from "../config/paths.ts";
+import type { Settings } from "../config/settings.ts";
 import type { Logger } from "../log.ts";
 import { sha256Hex } from "../_util.ts";
 import { CHILD_DIR_PREFIX } from "./sandbox_process.ts";
@@ -20,6 +23,39 @@ export function findDeno(configured?: string): string {
   if (configured) return configured;
   const self = Deno.execPath();
   return /^deno(\.exe)?$/i.test(basename(self)) ? self : "deno";
+}
+
+/** Where an executor's sandbox children are started from and what they may write. */
+export interface SandboxLocations {
+  /** The `deno` executable of the children. */
+  denoPath: string;
+  /** Code Executor's cache directory: runner copies, the children's Deno cache, the snapshot. */
+  cacheDir: string;
+  /** The children's `DENO_DIR`: `deno` under {@linkcode SandboxLocations.cacheDir}. */
+  denoDir: string;
+  /** Where children's private directories are made: `sandbox.tempDir`, else the temp root. */
+  tempRoot: string;
+  /** `sandbox/ts_runner.ts` on disk. */
+  runnerPath: string;
+}
+
+/**
+ * Finds the locations of an executor's sandbox children under the settings. The server and
+ * `prepare` both take them from here, so that what `prepare` caches is what the server reads
+ * (the snapshot's and the emitted runners' paths are part of their cache keys).
+ *
+ * @param settings The admin's settings (`sandbox.denoPath`, `sandbox.tempDir`).
+ * @returns The locations.
+ */
+export async function sandboxLocations(settings: Settings): Promise<SandboxLocations> {
+  const cache = cacheDir();
+  return {
+    denoPath: findDeno(settings.sandbox.denoPath),
+    cacheDir: cache,
+    denoDir: join(cache, "deno"),
+    tempRoot: settings.sandbox.tempDir ?? tmpdir(),
+    runnerPath: await sandboxFile("ts_runner.ts", join(cache, "sandbox")),
+  };
 }
 
 /**
