@@ -1,12 +1,12 @@
 /**
  * The container image, for real, with podman: it builds from the repository's Dockerfile (with
  * server-memory baked in), and a container of it, run as users are told to (`--init
- * --read-only`, a tmpfs for /tmp, the token and a secret in env, `mcp.json` mounted), answers
- * `/healthz` and its HEALTHCHECK, refuses a request without the token, and serves a real SDK
- * client: TypeScript, a first run_python booted from the snapshot prepared at build time (with
- * the warm pool off, so that the call boots its own child), and an upstream tool call. The server
- * runs as a non-root user, cannot write its code or caches, and `podman stop` drains a run in
- * flight and exits 0.
+ * --read-only`, a tmpfs for /tmp, the token and a secret in env, `mcp.json` mounted) on a network
+ * that reaches nothing outside, answers `/healthz` and its HEALTHCHECK, refuses a request without
+ * the token, and serves a real SDK client: TypeScript, a first run_python booted from the
+ * snapshot prepared at build time (with the warm pool off, so that the call boots its own child),
+ * and an upstream tool call. The server runs as a non-root user, cannot write its code or caches,
+ * and `podman stop` drains a run in flight and exits 0.
  *
  * Not part of `deno task test` (the build takes minutes): `deno task test:container`, its own
  * step in `.ci/run`. Needs podman and `denoland/deno:2.9.6`, which
@@ -82,8 +82,10 @@ Deno.test("container: the image builds, and a read-only non-root container serve
   const given = Deno.env.get("CODE_EXECUTOR_TEST_IMAGE");
   const image = given || `localhost/code-executor-test:${suffix}`;
   const name = `ce-test-${suffix}`;
+  const network = `ce-test-${suffix}`;
   let built = false;
   let created = false;
+  let networked = false;
   await withTempDir("ce-container-", async (dir) => {
     try {
       if (!given) {
@@ -131,12 +133,18 @@ Deno.test("container: the image builds, and a read-only non-root container serve
       );
       await Deno.chmod(mcpJson, 0o644);
 
+      // An internal network: this host reaches the container's address, the container reaches
+      // nothing (no npm, no image or module registry), so nothing can be fetched at run time.
+      networked = true;
+      await podman(["network", "create", "--internal", network]);
       created = true;
       await podman([
         "run",
         "-d",
         "--name",
         name,
+        "--network",
+        network,
         "--init",
         "--read-only",
         "--tmpfs",
@@ -152,12 +160,15 @@ Deno.test("container: the image builds, and a read-only non-root container serve
         // The first run_python boots its own child, rather than one warmed at start.
         "-e",
         "CODE_EXECUTOR_PYTHON_WARM_POOL=0",
-        "-p",
-        "127.0.0.1::3333",
         image,
       ]);
-      const address = await podman(["port", name, "3333/tcp"]);
-      const url = new URL(`http://${address.split("\n")[0]}/mcp`);
+      const ip = await podman([
+        "inspect",
+        name,
+        "--format",
+        "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+      ]);
+      const url = new URL(`http://${ip}:3333/mcp`);
       await waitForHealth(url, name);
 
       await t.step("the HEALTHCHECK passes and a request without the token gets 401", async () => {
@@ -174,21 +185,32 @@ Deno.test("container: the image builds, and a read-only non-root container serve
         assertEquals(response.status, 401);
       });
 
-      await t.step("it runs as a non-root user and cannot write its code or caches", async () => {
-        assertEquals(await podman(["exec", name, "id", "-u"]), IMAGE_UID);
-        const users = await podman(["top", name, "user", "args"]);
-        assert(!/^root\s/m.test(users), `a process runs as root:\n${users}`);
-        assertMatch(users, /main\.ts serve --http/);
-        for (const path of ["/app/main.ts", "/opt/code-executor/cache/x", "/deno-dir/x"]) {
-          const write = await runCommand("podman", ["exec", name, "sh", "-c", `: > ${path}`]);
-          assert(write.code !== 0, `${path} is writable`);
-          assertMatch(write.stderr, /Read-only file system/);
-        }
-        assertEquals(
-          await podman(["inspect", name, "--format", "{{.HostConfig.ReadonlyRootfs}}"]),
-          "true",
-        );
-      });
+      await t.step(
+        "it runs as a non-root user, cannot write its code or caches, and reaches no network",
+        async () => {
+          assertEquals(await podman(["exec", name, "id", "-u"]), IMAGE_UID);
+          const users = await podman(["top", name, "user", "args"]);
+          assert(!/^root\s/m.test(users), `a process runs as root:\n${users}`);
+          assertMatch(users, /main\.ts serve --http/);
+          for (const path of ["/app/main.ts", "/opt/code-executor/cache/x", "/deno-dir/x"]) {
+            const write = await runCommand("podman", ["exec", name, "sh", "-c", `: > ${path}`]);
+            assert(write.code !== 0, `${path} is writable`);
+            assertMatch(write.stderr, /Read-only file system/);
+          }
+          assertEquals(
+            await podman(["inspect", name, "--format", "{{.HostConfig.ReadonlyRootfs}}"]),
+            "true",
+          );
+          const fetched = await runCommand("podman", [
+            "exec",
+            name,
+            "deno",
+            "eval",
+            "await fetch('https://registry.npmjs.org/').then(() => Deno.exit(0), () => Deno.exit(3))",
+          ], { timeoutMs: 60_000 });
+          assertEquals(fetched.code, 3, `the container reaches npm:\n${describeRun(fetched)}`);
+        },
+      );
 
       const client = await connectHttp(url, { token: TOKEN });
       let stopped = false;
@@ -258,6 +280,7 @@ Deno.test("container: the image builds, and a read-only non-root container serve
       }
     } finally {
       if (created) await runCommand("podman", ["rm", "-f", "-v", name]).catch(() => {});
+      if (networked) await runCommand("podman", ["network", "rm", "-f", network]).catch(() => {});
       if (built) await runCommand("podman", ["rmi", "-f", image]).catch(() => {});
     }
   });
