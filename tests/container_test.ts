@@ -72,216 +72,252 @@ async function waitForHealth(url: URL, name: string): Promise<void> {
   throw new Error(`/healthz did not answer 200 (last: ${last}):\n${await logs(name)}`);
 }
 
-Deno.test("container: the image builds, and a read-only non-root container serves TypeScript, Python from the prepared snapshot and an upstream server, then drains on stop", async (t) => {
+/**
+ * Builds the image from the repository with server-memory baked in. `--layers=false` leaves no
+ * intermediate images behind, so removing the tag removes everything the build made.
+ */
+async function buildImage(image: string): Promise<void> {
+  const started = performance.now();
+  const build = await runCommand("podman", [
+    "build",
+    "--format",
+    "docker",
+    "--layers=false",
+    "--build-arg",
+    `UPSTREAM_PACKAGES=${MEMORY}`,
+    "-t",
+    image,
+    ROOT,
+  ], { timeoutMs: 30 * 60_000 });
+  assertEquals(build.code, 0, describeRun(build));
+  const seconds = Math.round((performance.now() - started) / 1000);
+  assertMatch(build.stdout, /^Python: .*a child booted from it and ran code$/m);
+  const size = Number(await podman(["image", "inspect", image, "--format", "{{.Size}}"]));
+  console.log(`image built in ${seconds} s, ${Math.round(size / 1e6)} MB`);
+}
+
+/** A running container and how to reach it. */
+interface Container {
+  name: string;
+  /** Its MCP endpoint. */
+  url: URL;
+  /** Removes the container, its anonymous volume and its network. */
+  remove(): Promise<void>;
+}
+
+/**
+ * Runs the image as the README does (`--init --read-only`, a tmpfs for /tmp, the token and a
+ * secret in env, `mcp.json` mounted), on an internal network: this host reaches the container's
+ * address, the container reaches nothing (no npm, no registry), so nothing can be fetched at run
+ * time. Returns once `/healthz` answers.
+ */
+async function startContainer(image: string, dir: string): Promise<Container> {
+  const name = `ce-test-${crypto.randomUUID().slice(0, 8)}`;
+  const mcpJson = join(dir, "mcp.json");
+  await Deno.writeTextFile(
+    mcpJson,
+    JSON.stringify({
+      mcpServers: {
+        memory: {
+          command: "deno",
+          args: ["run", "-A", "--no-config", "--cached-only", MEMORY],
+          // A value from the container's environment, as a secret would be.
+          env: { MEMORY_FILE_PATH: "${MEMORY_FILE_PATH}" },
+        },
+      },
+    }),
+  );
+  await Deno.chmod(mcpJson, 0o644);
+  const remove = async () => {
+    await runCommand("podman", ["rm", "-f", "-v", name]).catch(() => {});
+    await runCommand("podman", ["network", "rm", "-f", name]).catch(() => {});
+  };
+  try {
+    await podman(["network", "create", "--internal", name]);
+    await podman([
+      "run",
+      "-d",
+      "--name",
+      name,
+      "--network",
+      name,
+      "--init",
+      "--read-only",
+      "--tmpfs",
+      "/tmp:rw,size=1g,mode=1777",
+      "-v",
+      `${mcpJson}:/config/code-executor/mcp.json:ro`,
+      "-e",
+      `CODE_EXECUTOR_HTTP_TOKEN=${TOKEN}`,
+      "-e",
+      "MEMORY_FILE_PATH=/tmp/memory.jsonl",
+      "-e",
+      "CODE_EXECUTOR_LOG_LEVEL=debug",
+      // The first run_python boots its own child, rather than one warmed at start.
+      "-e",
+      "CODE_EXECUTOR_PYTHON_WARM_POOL=0",
+      image,
+    ]);
+    const ip = await podman([
+      "inspect",
+      name,
+      "--format",
+      "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+    ]);
+    const url = new URL(`http://${ip}:3333/mcp`);
+    await waitForHealth(url, name);
+    return { name, url, remove };
+  } catch (error) {
+    await remove();
+    throw error;
+  }
+}
+
+/** Fails, saying what to run, when podman is missing. */
+async function assertPodman(): Promise<void> {
   const version = await runCommand("podman", ["--version"]).catch(() => undefined);
   assert(
     version?.code === 0,
     "podman is not installed: run `bash ../shared/container/stand-in-base.sh` (see .ci/run)",
   );
-  const suffix = crypto.randomUUID().slice(0, 8);
+}
+
+Deno.test("container: the image builds, and a read-only non-root container serves TypeScript, Python from the prepared snapshot and an upstream server, then drains on stop", async (t) => {
+  await assertPodman();
   const given = Deno.env.get("CODE_EXECUTOR_TEST_IMAGE");
-  const image = given || `localhost/code-executor-test:${suffix}`;
-  const name = `ce-test-${suffix}`;
-  const network = `ce-test-${suffix}`;
-  let built = false;
-  let created = false;
-  let networked = false;
-  await withTempDir("ce-container-", async (dir) => {
-    try {
-      if (!given) {
-        await t.step(
-          "the image builds with podman (docker format, so HEALTHCHECK is kept)",
-          async () => {
-            const started = performance.now();
-            built = true; // a failed build may still leave the tag: remove it either way
-            const build = await runCommand("podman", [
-              "build",
-              "--format",
-              "docker",
-              // No intermediate images left behind: removing the tag removes everything.
-              "--layers=false",
-              "--build-arg",
-              `UPSTREAM_PACKAGES=${MEMORY}`,
-              "-t",
-              image,
-              ROOT,
-            ], { timeoutMs: 30 * 60_000 });
-            assertEquals(build.code, 0, describeRun(build));
-            const seconds = Math.round((performance.now() - started) / 1000);
-            assertMatch(build.stdout, /^Python: .*a child booted from it and ran code$/m);
-            const size = Number(await podman(["image", "inspect", image, "--format", "{{.Size}}"]));
-            console.log(`image built in ${seconds} s, ${Math.round(size / 1e6)} MB`);
-          },
-        );
-      }
-      const config = await podman(["image", "inspect", image, "--format", "{{json .HealthCheck}}"]);
-      assertMatch(config, /healthz/, "the image has no HEALTHCHECK");
-
-      const mcpJson = join(dir, "mcp.json");
-      await Deno.writeTextFile(
-        mcpJson,
-        JSON.stringify({
-          mcpServers: {
-            memory: {
-              command: "deno",
-              args: ["run", "-A", "--no-config", "--cached-only", MEMORY],
-              // A value from the container's environment, as a secret would be.
-              env: { MEMORY_FILE_PATH: "${MEMORY_FILE_PATH}" },
-            },
-          },
-        }),
-      );
-      await Deno.chmod(mcpJson, 0o644);
-
-      // An internal network: this host reaches the container's address, the container reaches
-      // nothing (no npm, no image or module registry), so nothing can be fetched at run time.
-      networked = true;
-      await podman(["network", "create", "--internal", network]);
-      created = true;
-      await podman([
-        "run",
-        "-d",
-        "--name",
-        name,
-        "--network",
-        network,
-        "--init",
-        "--read-only",
-        "--tmpfs",
-        "/tmp:rw,size=1g,mode=1777",
-        "-v",
-        `${mcpJson}:/config/code-executor/mcp.json:ro`,
-        "-e",
-        `CODE_EXECUTOR_HTTP_TOKEN=${TOKEN}`,
-        "-e",
-        "MEMORY_FILE_PATH=/tmp/memory.jsonl",
-        "-e",
-        "CODE_EXECUTOR_LOG_LEVEL=debug",
-        // The first run_python boots its own child, rather than one warmed at start.
-        "-e",
-        "CODE_EXECUTOR_PYTHON_WARM_POOL=0",
-        image,
-      ]);
-      const ip = await podman([
-        "inspect",
-        name,
-        "--format",
-        "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
-      ]);
-      const url = new URL(`http://${ip}:3333/mcp`);
-      await waitForHealth(url, name);
-
-      await t.step("the HEALTHCHECK passes and a request without the token gets 401", async () => {
-        const check = await runCommand("podman", ["healthcheck", "run", name], {
-          timeoutMs: 60_000,
-        });
-        assertEquals(check.code, 0, describeRun(check));
-        const response = await fetch(url, {
-          method: "POST",
-          headers: { "content-type": "application/json", accept: "application/json" },
-          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
-        });
-        await response.body?.cancel();
-        assertEquals(response.status, 401);
-      });
-
+  const image = given || `localhost/code-executor-test:${crypto.randomUUID().slice(0, 8)}`;
+  try {
+    if (!given) {
       await t.step(
-        "it runs as a non-root user, cannot write its code or caches, and reaches no network",
-        async () => {
-          assertEquals(await podman(["exec", name, "id", "-u"]), IMAGE_UID);
-          const users = await podman(["top", name, "user", "args"]);
-          assert(!/^root\s/m.test(users), `a process runs as root:\n${users}`);
-          assertMatch(users, /main\.ts serve --http/);
-          for (const path of ["/app/main.ts", "/opt/code-executor/cache/x", "/deno-dir/x"]) {
-            const write = await runCommand("podman", ["exec", name, "sh", "-c", `: > ${path}`]);
-            assert(write.code !== 0, `${path} is writable`);
-            assertMatch(write.stderr, /Read-only file system/);
-          }
-          assertEquals(
-            await podman(["inspect", name, "--format", "{{.HostConfig.ReadonlyRootfs}}"]),
-            "true",
-          );
-          const fetched = await runCommand("podman", [
-            "exec",
-            name,
-            "deno",
-            "eval",
-            "await fetch('https://registry.npmjs.org/').then(() => Deno.exit(0), () => Deno.exit(3))",
-          ], { timeoutMs: 60_000 });
-          assertEquals(fetched.code, 3, `the container reaches npm:\n${describeRun(fetched)}`);
-        },
+        "the image builds with podman (docker format, so HEALTHCHECK is kept)",
+        () => buildImage(image),
       );
-
-      const client = await connectHttp(url, { token: TOKEN });
-      let stopped = false;
-      try {
-        await t.step("run_typescript", async () => {
-          assertReturns(await callTool(client, "run_typescript", "return 6 * 7"), 42);
-        });
-
-        await t.step(
-          "the first run_python boots from the snapshot prepared at build time",
-          async () => {
-            const started = performance.now();
-            const result = await callTool(client, "run_python", "import math\nmath.factorial(5)");
-            const ms = Math.round(performance.now() - started);
-            assertReturns(result, 120);
-            console.log(`first run_python: ${ms} ms (in the container, warm pool off)`);
-            const log = await logs(name);
-            assert(!/without (a memory|their) snapshot/.test(log), `no snapshot used:\n${log}`);
-            assert(!/Built the Pyodide snapshot/.test(log), `a snapshot was built:\n${log}`);
-          },
-        );
-
-        await t.step(
-          "an upstream tool call reaches server-memory from the mounted mcp.json",
-          async () => {
-            const result = await callTool(
-              client,
-              "run_python",
-              [
-                'await tools.memory.create_entities(entities=[{"name": "in-a-container", "entityType": "test", "observations": ["read-only"]}])',
-                "graph = await tools.memory.read_graph()",
-                '[e["name"] for e in graph["entities"]]',
-              ].join("\n"),
-            );
-            assertReturns(result, ["in-a-container"]);
-            // The entry's ${MEMORY_FILE_PATH} came from the container's environment.
-            assertMatch(await podman(["exec", name, "cat", "/tmp/memory.jsonl"]), /in-a-container/);
-          },
-        );
-
-        await t.step("podman stop drains a run in flight and the server exits 0", async () => {
-          // The run says it started through the upstream server, then sleeps past the stop.
-          const inFlight = callTool(
-            client,
-            "run_python",
-            [
-              "import asyncio",
-              'await tools.memory.create_entities(entities=[{"name": "draining", "entityType": "test", "observations": []}])',
-              "await asyncio.sleep(3)",
-              '"finished"',
-            ].join("\n"),
-          );
-          const deadline = Date.now() + 60_000;
-          while (!(await podman(["exec", name, "cat", "/tmp/memory.jsonl"])).includes("draining")) {
-            assert(Date.now() < deadline, `the run did not start:\n${await logs(name)}`);
-            await new Promise((resolve) => setTimeout(resolve, 100));
-          }
-          await podman(["stop", "-t", "30", name], 60_000);
-          stopped = true;
-          assertReturns(await inFlight, "finished");
-          assertEquals(await podman(["inspect", name, "--format", "{{.State.ExitCode}}"]), "0");
-          assertMatch(await logs(name), /draining 1 run/);
-        });
-      } finally {
-        await client.close().catch(() => {});
-        if (!stopped) await runCommand("podman", ["stop", "-t", "5", name]).catch(() => {});
-      }
-    } finally {
-      if (created) await runCommand("podman", ["rm", "-f", "-v", name]).catch(() => {});
-      if (networked) await runCommand("podman", ["network", "rm", "-f", network]).catch(() => {});
-      if (built) await runCommand("podman", ["rmi", "-f", image]).catch(() => {});
     }
-  });
+    const config = await podman(["image", "inspect", image, "--format", "{{json .HealthCheck}}"]);
+    assertMatch(config, /healthz/, "the image has no HEALTHCHECK");
+    await withTempDir("ce-container-", async (dir) => {
+      const container = await startContainer(image, dir);
+      try {
+        await checkContainer(t, container);
+      } finally {
+        await container.remove();
+      }
+    });
+  } finally {
+    // A failed build may still have left the tag.
+    if (!given) await runCommand("podman", ["rmi", "-f", image]).catch(() => {});
+  }
 });
+
+/** The claims about a running container, one step each. */
+async function checkContainer(t: Deno.TestContext, { name, url }: Container): Promise<void> {
+  await t.step("the HEALTHCHECK passes and a request without the token gets 401", async () => {
+    const check = await runCommand("podman", ["healthcheck", "run", name], { timeoutMs: 60_000 });
+    assertEquals(check.code, 0, describeRun(check));
+    const response = await fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+    });
+    await response.body?.cancel();
+    assertEquals(response.status, 401);
+  });
+
+  await t.step(
+    "it runs as a non-root user, cannot write its code or caches, and reaches no network",
+    async () => {
+      assertEquals(await podman(["exec", name, "id", "-u"]), IMAGE_UID);
+      const users = await podman(["top", name, "user", "args"]);
+      assert(!/^root\s/m.test(users), `a process runs as root:\n${users}`);
+      assertMatch(users, /main\.ts serve --http/);
+      for (const path of ["/app/main.ts", "/opt/code-executor/cache/x", "/deno-dir/x"]) {
+        const write = await runCommand("podman", ["exec", name, "sh", "-c", `: > ${path}`]);
+        assert(write.code !== 0, `${path} is writable`);
+        assertMatch(write.stderr, /Read-only file system/);
+      }
+      assertEquals(
+        await podman(["inspect", name, "--format", "{{.HostConfig.ReadonlyRootfs}}"]),
+        "true",
+      );
+      const fetched = await runCommand("podman", [
+        "exec",
+        name,
+        "deno",
+        "eval",
+        "await fetch('https://registry.npmjs.org/').then(() => Deno.exit(0), () => Deno.exit(3))",
+      ], { timeoutMs: 60_000 });
+      assertEquals(fetched.code, 3, `the container reaches npm:\n${describeRun(fetched)}`);
+    },
+  );
+
+  const client = await connectHttp(url, { token: TOKEN });
+  try {
+    await t.step("run_typescript", async () => {
+      assertReturns(await callTool(client, "run_typescript", "return 6 * 7"), 42);
+    });
+
+    await t.step(
+      "the first run_python boots from the snapshot prepared at build time",
+      async () => {
+        const started = performance.now();
+        const result = await callTool(client, "run_python", "import math\nmath.factorial(5)");
+        const ms = Math.round(performance.now() - started);
+        assertReturns(result, 120);
+        console.log(`first run_python: ${ms} ms (in the container, warm pool off)`);
+        const log = await logs(name);
+        assert(!/without (a memory|their) snapshot/.test(log), `no snapshot used:\n${log}`);
+        assert(!/Built the Pyodide snapshot/.test(log), `a snapshot was built:\n${log}`);
+      },
+    );
+
+    await t.step(
+      "an upstream tool call reaches server-memory from the mounted mcp.json",
+      async () => {
+        const result = await callTool(
+          client,
+          "run_python",
+          [
+            'await tools.memory.create_entities(entities=[{"name": "in-a-container", "entityType": "test", "observations": ["read-only"]}])',
+            "graph = await tools.memory.read_graph()",
+            '[e["name"] for e in graph["entities"]]',
+          ].join("\n"),
+        );
+        assertReturns(result, ["in-a-container"]);
+        // The entry's ${MEMORY_FILE_PATH} came from the container's environment.
+        assertMatch(await podman(["exec", name, "cat", "/tmp/memory.jsonl"]), /in-a-container/);
+      },
+    );
+
+    await t.step("podman stop drains a run in flight and the server exits 0", async () => {
+      // The run says it started through the upstream server, then sleeps past the stop.
+      const inFlight = callTool(
+        client,
+        "run_python",
+        [
+          "import asyncio",
+          'await tools.memory.create_entities(entities=[{"name": "draining", "entityType": "test", "observations": []}])',
+          "await asyncio.sleep(3)",
+          '"finished"',
+        ].join("\n"),
+      );
+      // Settled here, so that a failure below does not leave a rejection unhandled.
+      const settled = inFlight.then((result) => ({ result }), (error: Error) => ({ error }));
+      const deadline = Date.now() + 60_000;
+      while (!(await podman(["exec", name, "cat", "/tmp/memory.jsonl"])).includes("draining")) {
+        assert(Date.now() < deadline, `the run did not start:\n${await logs(name)}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      await podman(["stop", "-t", "30", name], 60_000);
+      const outcome = await settled;
+      assert(
+        "result" in outcome,
+        `the run in flight failed: ${"error" in outcome && outcome.error}`,
+      );
+      assertReturns(outcome.result, "finished");
+      assertEquals(await podman(["inspect", name, "--format", "{{.State.ExitCode}}"]), "0");
+      assertMatch(await logs(name), /draining 1 run/);
+    });
+  } finally {
+    await client.close().catch(() => {});
+  }
+}
