@@ -1,6 +1,7 @@
 /**
  * The container image, for real, with podman: it builds from the repository's Dockerfile (with
- * server-memory baked in), and a container of it, run as users are told to (`--init
+ * server-memory baked in); without a token it refuses to start; a container of it, run as users
+ * are told to (`--init
  * --read-only`, a tmpfs for /tmp, the token and a secret in env, `mcp.json` mounted) on a network
  * that reaches nothing outside, answers `/healthz` and its HEALTHCHECK, refuses a request without
  * the token, and serves a real SDK client: TypeScript, a first run_python booted from the
@@ -195,6 +196,16 @@ Deno.test("container: the image builds, and a read-only non-root container serve
     }
     const config = await podman(["image", "inspect", image, "--format", "{{json .HealthCheck}}"]);
     assertMatch(config, /healthz/, "the image has no HEALTHCHECK");
+    await t.step("without a token it refuses to start, saying what to set", async () => {
+      const run = await runCommand(
+        "podman",
+        ["run", "--rm", "--network", "none", "--read-only", image],
+        { timeoutMs: 120_000 },
+      );
+      assertEquals(run.code, 2, describeRun(run));
+      assertMatch(run.stderr, /Refusing to serve HTTP on 0\.0\.0\.0 without authentication/);
+      assertMatch(run.stderr, /CODE_EXECUTOR_HTTP_TOKEN/);
+    });
     await withTempDir("ce-container-", async (dir) => {
       const container = await startContainer(image, dir);
       try {
