@@ -1,9 +1,8 @@
 /**
  * The container image, for real, with podman: it builds from the repository's Dockerfile (with
  * server-memory baked in); without a token it refuses to start; a container of it, run as users
- * are told to (`--init
- * --read-only`, a tmpfs for /tmp, the token and a secret in env, `mcp.json` mounted) on a network
- * that reaches nothing outside, answers `/healthz` and its HEALTHCHECK, refuses a request without
+ * are told to (`--init --read-only`, a tmpfs for /tmp, the token and a secret in env, `mcp.json`
+ * mounted) on a network that reaches nothing outside, answers `/healthz` and its HEALTHCHECK, refuses a request without
  * the token, and serves a real SDK client: TypeScript, a first run_python booted from the
  * snapshot prepared at build time (with the warm pool off, so that the call boots its own child),
  * and an upstream tool call. The server runs as a non-root user, cannot write its code or caches,
