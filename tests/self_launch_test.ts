@@ -110,6 +110,27 @@ Deno.test("findInstalledCommand finds the shim of this very version on PATH or i
     const cmd = await writeShim(winDir, SPECIFIER, "code-executor.cmd");
     assertEquals(findInstalledCommand(SPECIFIER, { Path: `C:\\x;${winDir}` }, "windows"), cmd);
 
+    // Installed without a version: the shim names the package only, its lockfile the version.
+    const bare = join(dir, "bare");
+    const bareShim = await writeShim(bare, "jsr:@code-executor/code-executor");
+    assertEquals(findInstalledCommand(SPECIFIER, { PATH: bare }, "linux"), undefined, "no lock");
+    const lock = (version: string) =>
+      JSON.stringify({
+        version: "5",
+        specifiers: {
+          "jsr:@code-executor/code-executor@*": version,
+          "npm:zod@4.6.7": "4.6.7",
+        },
+      });
+    await Deno.mkdir(join(bare, ".code-executor"));
+    await Deno.writeTextFile(join(bare, ".code-executor", "deno.lock"), lock("0.1.9"));
+    assertEquals(findInstalledCommand(SPECIFIER, { PATH: bare }, "linux"), undefined, "0.1.9");
+    await Deno.writeTextFile(join(bare, ".code-executor", "deno.lock"), lock("0.2.0"));
+    assertEquals(findInstalledCommand(SPECIFIER, { PATH: bare }, "linux"), bareShim);
+    // Another package whose name starts with this one's is not this program.
+    await writeShim(bare, "jsr:@code-executor/code-executor-extra");
+    assertEquals(findInstalledCommand(SPECIFIER, { PATH: bare }, "linux"), undefined, "-extra");
+
     // A large file of that name is not read (a binary named code-executor, say).
     const big = join(dir, "big");
     await Deno.mkdir(big);
@@ -139,12 +160,12 @@ Deno.test("selfLaunchCommand from a registry runs the installed command, else de
     // jsr.io: Deno's default registry, so no JSR_URL.
     assertEquals(selfLaunchCommand("serve", { mainUrl: JSR_MAIN, env, os: "linux" }), {
       command: DENO,
-      args: ["run", "-A", "--unstable-no-legacy-abort", SPECIFIER, "serve"],
+      args: ["run", "-A", "--unstable-no-legacy-abort", "--min-dep-age=0", SPECIFIER, "serve"],
     });
     // Another registry: Deno finds it only through JSR_URL, so the entry carries it.
     assertEquals(selfLaunchCommand("sync", { mainUrl: LOOPBACK_MAIN, env, os: "linux" }), {
       command: DENO,
-      args: ["run", "-A", "--unstable-no-legacy-abort", SPECIFIER, "sync"],
+      args: ["run", "-A", "--unstable-no-legacy-abort", "--min-dep-age=0", SPECIFIER, "sync"],
       env: { JSR_URL: "http://127.0.0.1:4250/" },
     });
 

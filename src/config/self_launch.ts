@@ -29,6 +29,12 @@ export const DEFAULT_JSR_URL = "https://jsr.io/";
 // the command line. Without this one, Deno.serve aborts request.signal after every response.
 const UNSTABLE_FLAGS = ["--unstable-no-legacy-abort"];
 
+// Deno 2.9 refuses a JSR or npm version younger than 24 hours (its minimum dependency age), even
+// one already in its cache: an entry written on release day would not start until the next day.
+// The version is pinned exactly and the user has just run it, so the entry turns the policy off
+// (a cutoff time would change the entry on every `setup`, which must be idempotent).
+const REGISTRY_FLAGS = ["--min-dep-age=0"];
+
 /** Options of {@linkcode selfLaunchCommand}. */
 export interface SelfLaunchOptions {
   /** The URL of this program's `main.ts`; the one this module was loaded with by default. */
@@ -54,8 +60,10 @@ export interface RegistryPackage {
  * - from a checkout: `deno run -A <abs path>/main.ts`;
  * - from a JSR registry: the absolute path of the command `deno install -g -n code-executor`
  *   made for this very version (clients such as Claude Desktop do not have `~/.deno/bin` on
- *   their `PATH`), else `deno run -A --unstable-no-legacy-abort jsr:@scope/name@version`; with
- *   `env.JSR_URL` when the registry is not jsr.io (Deno finds it by that variable only);
+ *   their `PATH`; its lockfile pins the version, so it needs no flag), else
+ *   `deno run -A --unstable-no-legacy-abort --min-dep-age=0 jsr:@scope/name@version` (a version
+ *   younger than a day starts too); with `env.JSR_URL` when the registry is not jsr.io (Deno
+ *   finds it by that variable only);
  * - from another URL: `deno run -A --unstable-no-legacy-abort <url>`.
  *
  * @param subcommand The command to run (`serve`, `sync`).
@@ -73,9 +81,9 @@ export function selfLaunchCommand(
     if (/deno-compile-/.test(path)) return { command: Deno.execPath(), args: [subcommand] };
     return { command: Deno.execPath(), args: ["run", "-A", path, subcommand] };
   }
-  const denoRun = (target: string): LaunchCommand => ({
+  const denoRun = (target: string, flags: string[] = []): LaunchCommand => ({
     command: Deno.execPath(),
-    args: ["run", "-A", ...UNSTABLE_FLAGS, target, subcommand],
+    args: ["run", "-A", ...UNSTABLE_FLAGS, ...flags, target, subcommand],
   });
   const pkg = registryPackage(main);
   if (!pkg) return denoRun(main.href);
@@ -84,7 +92,9 @@ export function selfLaunchCommand(
     options.env ?? Deno.env.toObject(),
     options.os ?? Deno.build.os,
   );
-  const launch = installed ? { command: installed, args: [subcommand] } : denoRun(pkg.specifier);
+  const launch = installed
+    ? { command: installed, args: [subcommand] }
+    : denoRun(pkg.specifier, REGISTRY_FLAGS);
   return pkg.registry === DEFAULT_JSR_URL ? launch : { ...launch, env: { JSR_URL: pkg.registry } };
 }
 
@@ -108,9 +118,10 @@ export function registryPackage(mainUrl: URL): RegistryPackage | undefined {
 }
 
 /**
- * Finds the command `deno install -g -n code-executor <specifier>` made: a script on `PATH` or in
- * Deno's install directory (`$DENO_INSTALL_ROOT/bin`, `~/.deno/bin`) that runs exactly this
- * package version.
+ * Finds the command `deno install -g -n code-executor jsr:…` made for this package version: a
+ * script on `PATH` or in Deno's install directory (`$DENO_INSTALL_ROOT/bin`, `~/.deno/bin`) that
+ * names exactly this version, or names the package without a version (`deno install -g … jsr:@s/n`)
+ * while the lockfile Deno wrote beside it (`.code-executor/deno.lock`) pins it to this version.
  *
  * @param specifier `jsr:@scope/name@version`.
  * @param env `PATH`, `DENO_INSTALL_ROOT`, `HOME`.
@@ -122,6 +133,9 @@ export function findInstalledCommand(
   env: Record<string, string>,
   os: typeof Deno.build.os,
 ): string | undefined {
+  const at = specifier.lastIndexOf("@");
+  const pkg = specifier.slice(0, at); // jsr:@scope/name
+  const version = specifier.slice(at + 1);
   const dirs = (env.PATH ?? env.Path ?? "").split(os === "windows" ? ";" : delimiter);
   if (env.DENO_INSTALL_ROOT) dirs.push(join(env.DENO_INSTALL_ROOT, "bin"));
   const home = homeDir(env);
@@ -129,15 +143,36 @@ export function findInstalledCommand(
   const file = os === "windows" ? `${INSTALLED_COMMAND}.cmd` : INSTALLED_COMMAND;
   // The shim quotes the specifier; the look-ahead keeps @0.1.1 from matching @0.1.10.
   const runsIt = new RegExp(`${RegExp.escape(specifier)}(?![0-9A-Za-z.+-])`);
+  const runsAnyVersion = new RegExp(`${RegExp.escape(pkg)}(?=['"])`);
   for (const dir of dirs) {
     if (!dir || !isAbsolute(dir)) continue;
     const path = join(dir, file);
     try {
       if (Deno.statSync(path).size > 64 * 1024) continue;
-      if (runsIt.test(Deno.readTextFileSync(path))) return path;
+      const text = Deno.readTextFileSync(path);
+      if (runsIt.test(text)) return path;
+      if (runsAnyVersion.test(text) && lockedVersion(dir, pkg) === version) return path;
     } catch {
       // Not there, or not readable: not the installed command.
     }
   }
   return undefined;
+}
+
+/** The version of `pkg` (`jsr:@scope/name`) in the lockfile of the installed command in `dir`. */
+function lockedVersion(dir: string, pkg: string): string | undefined {
+  try {
+    const lock = JSON.parse(
+      Deno.readTextFileSync(join(dir, `.${INSTALLED_COMMAND}`, "deno.lock")),
+    ) as { specifiers?: Record<string, unknown> };
+    // Deno 2.9 writes "jsr:@scope/name@*": "0.1.0" for an install without a version.
+    const versions = new Set(
+      Object.entries(lock.specifiers ?? {})
+        .filter(([key, value]) => key.startsWith(`${pkg}@`) && typeof value === "string")
+        .map(([, value]) => value as string),
+    );
+    return versions.size === 1 ? [...versions][0] : undefined;
+  } catch {
+    return undefined;
+  }
 }
