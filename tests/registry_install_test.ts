@@ -18,11 +18,14 @@
 import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { join } from "node:path";
-import { assert, assertEquals, assertMatch, type RunResult } from "./_assert.ts";
+import { assert, assertEquals, assertMatch, describeResult, type RunResult } from "./_assert.ts";
 import {
+  callRunTypescript,
+  connectHttp,
   denoDir,
   describeRun,
   eventually,
+  exitOrKill,
   MEMORY,
   npmServer,
   pidsWithEnv,
@@ -272,22 +275,32 @@ Deno.test("the package published to a JSR registry runs from `deno run jsr:` and
     await writeUpstreams(viaInstall);
     const shim = join(viaInstall.home, ".deno", "bin", "code-executor");
 
-    await t.step("deno install -g makes a code-executor command", async () => {
-      const installed = await runAsUser(
-        DENO,
-        ["install", "-g", "-A", UNSTABLE, FRESH, "-n", "code-executor", SPECIFIER],
-        viaInstall,
-        registry,
-      );
-      assertEquals(installed.code, 0, describeRun(installed));
-      // The shim names the version; the lockfile beside it (the package's own deno.lock, which
-      // Deno fetched) pins it and the npm packages, so the shim needs no --min-dep-age.
-      assertMatch(await Deno.readTextFile(shim), new RegExp(`'${SPECIFIER}'`));
-      assert(
-        registry.requests.includes(`GET /${PACKAGE}/${VERSION}/deno.lock`),
-        "deno install -g fetched the package's deno.lock",
-      );
-    });
+    await t.step(
+      "deno install -g jsr:… (no version: the latest) makes a code-executor command",
+      async () => {
+        // As most users type it. The shim then names no version: setup must still recognise it.
+        const installed = await runAsUser(
+          DENO,
+          ["install", "-g", "-A", UNSTABLE, FRESH, "-n", "code-executor", `jsr:${PACKAGE}`],
+          viaInstall,
+          registry,
+        );
+        assertEquals(installed.code, 0, describeRun(installed));
+        // The lockfile beside the shim (the package's own deno.lock, which Deno fetched, plus the
+        // resolved version) pins the version and the npm packages, so it needs no --min-dep-age.
+        assertMatch(await Deno.readTextFile(shim), new RegExp(`'jsr:${PACKAGE}'`));
+        const lock = JSON.parse(
+          await Deno.readTextFile(
+            join(viaInstall.home, ".deno", "bin", ".code-executor", "deno.lock"),
+          ),
+        );
+        assertEquals(lock.specifiers[`jsr:${PACKAGE}@*`], VERSION);
+        assert(
+          registry.requests.includes(`GET /${PACKAGE}/${VERSION}/deno.lock`),
+          "deno install -g fetched the package's deno.lock",
+        );
+      },
+    );
     const afterInstall = registry.requests.length;
 
     let entry: Launch | undefined;
@@ -320,6 +333,54 @@ Deno.test("the package published to a JSR registry runs from `deno run jsr:` and
     await t.step("the entry setup wrote starts a working server", async (t) => {
       assert(entry, "setup wrote an entry");
       await serveAndRun(t, entry, viaInstall, registry);
+    });
+
+    await t.step("the installed command serves over HTTP, to both protocol eras", async () => {
+      const token = `registry-install-${crypto.randomUUID()}`;
+      const child = new Deno.Command(shim, {
+        args: ["serve", "--http", "--port", "0"],
+        cwd: viaInstall.cwd,
+        clearEnv: true,
+        env: { ...userEnv(viaInstall, registry), CODE_EXECUTOR_HTTP_TOKEN: token },
+        stdin: "null",
+        stdout: "null",
+        stderr: "piped",
+      }).spawn();
+      const chunks: string[] = [];
+      const drained = child.stderr.pipeThrough(new TextDecoderStream()).pipeTo(
+        new WritableStream({ write: (chunk) => void chunks.push(chunk) }),
+      );
+      const stderr = () => chunks.join("");
+      try {
+        assert(
+          await eventually(() => Promise.resolve(/ready on http:\/\/\S+/.test(stderr())), 60_000),
+          `not ready:\n${stderr()}`,
+        );
+        const url = new URL(/ready on (http:\/\/\S+)/.exec(stderr())![1]);
+        for (const era of ["legacy", "modern"] as const) {
+          const client = await connectHttp(url, { era, token });
+          try {
+            const result = await callRunTypescript(
+              client,
+              `const graph = await tools.memory.read_graph();
+return graph.entities.map((e: { name: string }) => e.name);`,
+            );
+            assert(result.ok, `${era}: ${describeResult(result)}\n${stderr()}`);
+            assertEquals(result.returnValue, ["registry"], era);
+          } finally {
+            await client.close();
+          }
+        }
+      } finally {
+        try {
+          child.kill("SIGTERM");
+        } catch {
+          // It has exited already.
+        }
+        const status = await exitOrKill(child, 30_000);
+        await drained;
+        assertEquals(status?.code, 0, `SIGTERM drains and exits 0:\n${stderr()}`);
+      }
     });
 
     await t.step("the installed command needed nothing more from the registry", () => {
