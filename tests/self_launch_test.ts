@@ -7,13 +7,14 @@
  * @module
  */
 import { join } from "node:path";
-import { assert, assertEquals } from "./_assert.ts";
+import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { withTempDir } from "./_helpers.ts";
 import {
   findInstalledCommand,
   registryPackage,
   selfLaunchCommand,
 } from "../src/config/self_launch.ts";
+import { dailySyncPlan } from "../src/cli/sync.ts";
 
 const DENO = Deno.execPath();
 const SPECIFIER = "jsr:@code-executor/code-executor@0.2.0";
@@ -187,4 +188,38 @@ Deno.test("selfLaunchCommand from a registry runs the installed command, else de
       args: ["run", "-A", "--unstable-no-legacy-abort", other.href, "serve"],
     });
   });
+});
+
+Deno.test("dailySyncPlan() carries the launch's JSR_URL into the systemd unit and the launchd agent", () => {
+  const launch = {
+    command: "/opt/deno",
+    args: ["run", "-A", "--unstable-no-legacy-abort", "--min-dep-age=0", SPECIFIER, "sync"],
+    env: { JSR_URL: "http://127.0.0.1:4250/" },
+  };
+  const linux = dailySyncPlan("linux", { launch, env: { HOME: "/home/you" } });
+  assertMatch(
+    linux.files[0].text,
+    /^Environment=JSR_URL=http:\/\/127\.0\.0\.1:4250\/\nExecStart=\/opt\/deno run -A .* jsr:@code-executor\/code-executor@0\.2\.0 sync$/m,
+  );
+  const mac = dailySyncPlan("darwin", { launch, env: { HOME: "/Users/you" } });
+  const plist = mac.files[0].text.replace(/\s+/g, "");
+  assert(
+    plist.includes(
+      "<key>EnvironmentVariables</key><dict><key>JSR_URL</key>" +
+        "<string>http://127.0.0.1:4250/</string></dict><key>StartCalendarInterval</key>",
+    ),
+    mac.files[0].text,
+  );
+  // Without variables, no empty sections.
+  const plain = { command: "/opt/deno", args: ["sync"] };
+  assert(
+    !dailySyncPlan("linux", { launch: plain, env: { HOME: "/h" } }).files[0].text.includes(
+      "Environment",
+    ),
+  );
+  assert(
+    !dailySyncPlan("darwin", { launch: plain, env: { HOME: "/h" } }).files[0].text.includes(
+      "EnvironmentVariables",
+    ),
+  );
 });
