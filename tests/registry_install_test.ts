@@ -351,11 +351,22 @@ Deno.test("the package published to a JSR registry runs from `deno run jsr:` and
         new WritableStream({ write: (chunk) => void chunks.push(chunk) }),
       );
       const stderr = () => chunks.join("");
+      let exited: Deno.CommandStatus | undefined;
+      child.status.then((status) => exited = status);
+      const stop = async () => {
+        try {
+          child.kill("SIGTERM");
+        } catch {
+          // It has exited already.
+        }
+        const status = await exitOrKill(child, 30_000);
+        await drained;
+        return status;
+      };
       try {
-        assert(
-          await eventually(() => Promise.resolve(/ready on http:\/\/\S+/.test(stderr())), 60_000),
-          `not ready:\n${stderr()}`,
-        );
+        const ready = () => exited !== undefined || /ready on http:\/\/\S+/.test(stderr());
+        await eventually(() => Promise.resolve(ready()), 60_000);
+        assert(exited === undefined && ready(), `not ready (exit ${exited?.code}):\n${stderr()}`);
         const url = new URL(/ready on (http:\/\/\S+)/.exec(stderr())![1]);
         for (const era of ["legacy", "modern"] as const) {
           const client = await connectHttp(url, { era, token });
@@ -371,15 +382,10 @@ return graph.entities.map((e: { name: string }) => e.name);`,
             await client.close();
           }
         }
-      } finally {
-        try {
-          child.kill("SIGTERM");
-        } catch {
-          // It has exited already.
-        }
-        const status = await exitOrKill(child, 30_000);
-        await drained;
+        const status = await stop();
         assertEquals(status?.code, 0, `SIGTERM drains and exits 0:\n${stderr()}`);
+      } finally {
+        await stop();
       }
     });
 
