@@ -6,6 +6,13 @@
  * deno run -A main.ts run script.ts                 # run a file in the sandbox
  * ```
  *
+ * From JSR, installed as a `code-executor` command, then put in front of a client's servers:
+ *
+ * ```sh
+ * deno install -g -A --unstable-no-legacy-abort -n code-executor jsr:@code-executor/code-executor
+ * code-executor setup
+ * ```
+ *
  * @module
  */
 import { parseArgs } from "node:util";
