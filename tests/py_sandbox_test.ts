@@ -257,7 +257,10 @@ Deno.test({
       assertEquals(result.ok, false, code);
       assertEquals(result.error?.type, "TimeoutError", code);
       assertMatch(result.error?.message ?? "", /timed out after 1500 ms/);
-      assert(result.durationMs < 2_500, `${code} took ${result.durationMs} ms`);
+      // Killed after timeoutMs plus the 500 ms grace; the bound is loose because a loaded CI
+      // machine stretches both (it took 2.5 s+ at a load average of 19). A child that ignored
+      // the interrupt and was never killed would hang here instead.
+      assert(result.durationMs < 10_000, `${code} took ${result.durationMs} ms`);
       if (traceback) assertMatch(result.error?.traceback ?? "", traceback, code);
     }
   },
