@@ -58,11 +58,13 @@ class StderrQueue {
     await Promise.resolve();
     try {
       while (this.#lines.length > 0 && !this.#broken) {
-        const batch = this.#take();
+        const { batch, queuedBytes } = this.#take();
         try {
           for (let offset = 0; offset < batch.length;) {
             offset += await Deno.stderr.write(batch.subarray(offset));
           }
+          // Counted until written: the batch in flight is memory held as much as the queue is.
+          this.#bytes -= queuedBytes;
         } catch {
           // stderr is gone (the client closed it): there is nowhere left to report to.
           this.#broken = true;
@@ -78,8 +80,10 @@ class StderrQueue {
     }
   }
 
-  #take(): Uint8Array {
+  /** Moves the queue into one batch; its bytes stay counted until the caller has written it. */
+  #take(): { batch: Uint8Array; queuedBytes: number } {
     let lines = this.#lines;
+    const queuedBytes = this.#bytes;
     if (this.#dropped > 0) {
       const notice = encoder.encode(
         `[code-executor] warn: ${this.#dropped} log lines were dropped: stderr was not read fast enough\n`,
@@ -94,8 +98,7 @@ class StderrQueue {
       offset += line.length;
     }
     this.#lines = [];
-    this.#bytes = 0;
-    return batch;
+    return { batch, queuedBytes };
   }
 
   /** Resolves once the queue is empty, or after `timeoutMs` if stderr is not being read. */

@@ -7,7 +7,6 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import {
-  denoDir,
   describeRun,
   fixtureServer,
   initializeRequest,
