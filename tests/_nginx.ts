@@ -106,7 +106,9 @@ export interface Nginx {
   accessLog(): Promise<AccessLine[]>;
   /** What nginx wrote to stderr so far (its error log). */
   stderr(): string;
-  /** Stops nginx (SIGQUIT, then SIGKILL after 10 s) and removes its directory. */
+  /**
+   * Stops nginx and its workers (SIGTERM, then SIGKILL after 10 s) and removes its directory.
+   */
   stop(): Promise<void>;
 }
 
@@ -115,6 +117,24 @@ function freePort(): number {
   const port = (listener.addr as Deno.NetAddr).port;
   listener.close();
   return port;
+}
+
+/** The processes whose parent is `pid` (nginx's workers). */
+async function childrenOf(pid: number): Promise<number[]> {
+  const children: number[] = [];
+  for await (const entry of Deno.readDir("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    const stat = await Deno.readTextFile(`/proc/${entry.name}/stat`).catch(() => "");
+    // pid (comm) state ppid …; comm may hold spaces and parentheses: read after the last ")".
+    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    if (ppid === pid) children.push(Number(entry.name));
+  }
+  return children;
+}
+
+async function alive(pid: number): Promise<boolean> {
+  const stat = await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => "");
+  return stat !== "" && stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
 }
 
 async function accepts(port: number): Promise<boolean> {
@@ -138,6 +158,8 @@ async function accepts(port: number): Promise<boolean> {
  */
 export async function startNginx(nginx: string, replicaPorts: readonly number[]): Promise<Nginx> {
   const dir = await Deno.makeTempDir({ prefix: "ce-nginx-" });
+  // Run as root, nginx's workers run as nobody: they must reach tmp/ (for large bodies).
+  await Deno.chmod(dir, 0o755);
   await Deno.mkdir(join(dir, "tmp"));
   await Deno.mkdir(join(dir, "logs"));
   const template = await Deno.readTextFile(NGINX_CONF);
@@ -168,13 +190,30 @@ export async function startNginx(nginx: string, replicaPorts: readonly number[])
       await new Promise((r) => setTimeout(r, 50));
     }
     const stop = async () => {
+      // The workers hold nginx's stderr too, and a worker left behind by its master (a graceful
+      // SIGQUIT waits for open streams, which can be idle for an hour) would keep it open: the
+      // fast shutdown (SIGTERM) closes connections, and each worker is seen gone or killed.
+      const workers = exited ? [] : await childrenOf(child.pid);
       try {
-        child.kill("SIGQUIT");
+        child.kill("SIGTERM");
       } catch {
         // It has exited already.
       }
       await exitOrKill(child, 10_000);
       await status;
+      for (const worker of workers) {
+        const deadline = Date.now() + 5_000;
+        while (await alive(worker) && Date.now() < deadline) {
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        if (await alive(worker)) {
+          try {
+            Deno.kill(worker, "SIGKILL");
+          } catch {
+            // Gone meanwhile.
+          }
+        }
+      }
       await drained;
     };
     if (!exited && await accepts(port)) {

@@ -21,9 +21,10 @@
  */
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { join } from "node:path";
-import { assert, assertEquals, assertMatch, type RunResult } from "./_assert.ts";
-import { callRun, eventually, fixtureServer, type HttpServe, spawnHttpServe } from "./_helpers.ts";
+import { assert, assertEquals, assertMatch } from "./_assert.ts";
+import { callRun, eventually, pidsWithEnv, sandboxDirs, sandboxPids } from "./_helpers.ts";
 import { findNginx, type Nginx, startNginx } from "./_nginx.ts";
+import { job, type Replica, runJobs, servedBy, startReplicas } from "./_replicas.ts";
 
 const NGINX = await findNginx();
 if (!NGINX) {
@@ -48,15 +49,6 @@ const KILL_RUNS = 60;
 const KILL_WORKERS = 9;
 /** The replica the kill step kills. */
 const VICTIM = 1;
-
-interface Replica {
-  id: string;
-  serve: HttpServe;
-  /** The pid of its upstream fixture: a run that returns it ran on this replica. */
-  fixturePid: number;
-  /** host:port, as nginx logs it. */
-  address: string;
-}
 
 /** What the client sent with one run, seen by its fetch. */
 interface SentRun {
@@ -104,88 +96,11 @@ async function taggedClient(
   );
   await client.connect(transport);
   assertEquals(client.getProtocolEra(), era);
+  // A 2026-07-28 client learns from the tools' schemas which arguments it repeats in headers
+  // (run_python's session → Mcp-Param-Session); without the list it sends none, and the server
+  // refuses a call whose body names a session the headers do not.
+  if (era === "modern") await client.listTools();
   return { client, transport };
-}
-
-/** A run with tool calls on inputs of its own, and what it must return. */
-interface Job {
-  id: string;
-  tool: "run_typescript" | "run_python";
-  code: string;
-  things: string[];
-}
-
-function job(id: string, python: boolean, slowMs = 0): Job {
-  const ids = [0, 1, 2].map((k) => `${id}/${k}`);
-  const things = ids.map((thing) => `thing ${thing}`);
-  const code = python
-    ? [
-      `# run ${id}`,
-      `ids = ${JSON.stringify(ids)}`,
-      "things = []",
-      "for i in ids:",
-      '    things.append(await call_mcp_tool("mcp__fixture__Get-Thing.v2", {"id": i}))',
-      slowMs ? `await call_mcp_tool("mcp__fixture__slow", {"ms": ${slowMs}})` : "",
-      'pid = int(await call_mcp_tool("mcp__fixture__pid", {}))',
-      `{"id": "${id}", "things": things, "pid": pid}`,
-    ]
-    : [
-      `// run ${id}`,
-      `const ids = ${JSON.stringify(ids)};`,
-      "const things = [];",
-      'for (const i of ids) things.push(await callMCPTool("mcp__fixture__Get-Thing.v2", { id: i }));',
-      slowMs ? `await callMCPTool("mcp__fixture__slow", { ms: ${slowMs} });` : "",
-      'const pid = Number(await callMCPTool("mcp__fixture__pid", {}));',
-      `return { id: "${id}", things, pid };`,
-    ];
-  return {
-    id,
-    tool: python ? "run_python" : "run_typescript",
-    code: code.filter(Boolean).join("\n"),
-    things,
-  };
-}
-
-interface Outcome {
-  job: Job;
-  startedAt: number;
-  endedAt: number;
-  result?: RunResult;
-  error?: string;
-}
-
-/** Runs the jobs with one 2026-era client per worker, each taking the next job in turn. */
-async function runJobs(clients: Client[], jobs: Job[]): Promise<Outcome[]> {
-  const outcomes: Outcome[] = [];
-  let next = 0;
-  await Promise.all(clients.map(async (client) => {
-    while (next < jobs.length) {
-      const job = jobs[next++];
-      const startedAt = Date.now();
-      try {
-        const result = await callRun(client, job.tool, job.code, {}, { timeout: 300_000 });
-        outcomes.push({ job, startedAt, endedAt: Date.now(), result });
-      } catch (error) {
-        outcomes.push({ job, startedAt, endedAt: Date.now(), error: (error as Error).message });
-      }
-    }
-  }));
-  return outcomes;
-}
-
-/** The replica that served a correct run, or what is wrong with the run. */
-function servedBy(outcome: Outcome, replicas: Replica[]): Replica | string {
-  const { job, result } = outcome;
-  if (!result) return `${job.id}: the call failed: ${outcome.error}`;
-  const value = result.returnValue as { id?: string; things?: string[]; pid?: number } | undefined;
-  if (result.isError || !result.ok || !value) {
-    return `${job.id}: ${result.error?.type}: ${result.error?.message}`;
-  }
-  if (value.id !== job.id || JSON.stringify(value.things) !== JSON.stringify(job.things)) {
-    return `${job.id}: returned ${JSON.stringify(value)}`;
-  }
-  return replicas.find((replica) => replica.fixturePid === value.pid) ??
-    `${job.id}: returned the pid ${value.pid} of no replica's upstream`;
 }
 
 /** POSTs `tools/list` in a 2025-era session straight to a URL (a replica, or the balancer). */
@@ -225,40 +140,6 @@ async function auditedRuns(replica: Replica): Promise<number> {
   return text.split("\n").filter((line) => line.includes('"kind":"execution"')).length;
 }
 
-async function startReplicas(dir: string): Promise<Replica[]> {
-  const tokensFile = join(dir, "tokens");
-  await Deno.writeTextFile(tokensFile, `other ${OTHER_TOKEN}\n`, { mode: 0o600 });
-  const replicas: Replica[] = [];
-  try {
-    await Promise.all([0, 1, 2].map(async (i) => {
-      const pidFile = join(dir, `fixture-${i}.pid`);
-      const serve = await spawnHttpServe({
-        env: {
-          CODE_EXECUTOR_HTTP_TOKEN: TOKEN,
-          CODE_EXECUTOR_HTTP_TOKENS_FILE: tokensFile,
-          CODE_EXECUTOR_HTTP_REPLICA_ID: `ce-${i}`,
-          CODE_EXECUTOR_PYTHON_WARM_POOL: "1",
-        },
-        upstream: { fixture: fixtureServer({ FIXTURE_PID_FILE: pidFile }) },
-      });
-      replicas[i] = { id: `ce-${i}`, serve, fixturePid: 0, address: serve.url.host };
-      assertMatch(serve.stderr(), new RegExp(`ready on \\S+ \\(auth: bearer, replica ce-${i}\\)`));
-      // /readyz: the upstream fixture has listed its tools, so it has written its pid.
-      const ready = await eventually(async () => {
-        const response = await fetch(new URL("/readyz", serve.url)).catch(() => undefined);
-        await response?.body?.cancel();
-        return response?.status === 200;
-      }, 60_000);
-      assert(ready, `replica ce-${i} never became ready:\n${serve.stderr()}`);
-      replicas[i].fixturePid = Number(await Deno.readTextFile(pidFile));
-    }));
-  } catch (error) {
-    await Promise.all(replicas.filter(Boolean).map((r) => r.serve.stop().catch(() => {})));
-    throw error;
-  }
-  return replicas;
-}
-
 Deno.test({
   name:
     "replicas behind nginx: load spreads, sessions stay on their replica, a dead replica fails only its own runs",
@@ -269,7 +150,18 @@ Deno.test({
     let nginx: Nginx | undefined;
     const clients: Client[] = [];
     try {
-      replicas = await startReplicas(dir);
+      const tokensFile = join(dir, "tokens");
+      await Deno.writeTextFile(tokensFile, `other ${OTHER_TOKEN}\n`, { mode: 0o600 });
+      replicas = await startReplicas(dir, {
+        count: 3,
+        env: { CODE_EXECUTOR_HTTP_TOKEN: TOKEN, CODE_EXECUTOR_HTTP_TOKENS_FILE: tokensFile },
+      });
+      for (const replica of replicas) {
+        assertMatch(
+          replica.serve.stderr(),
+          new RegExp(`ready on \\S+ \\(auth: bearer, replica ${replica.id}\\)`),
+        );
+      }
       nginx = await startNginx(NGINX!, replicas.map((r) => Number(r.serve.url.port)));
       const balancer = nginx.url;
       const log = nginx;
@@ -283,7 +175,8 @@ Deno.test({
             pool.push((await taggedClient(balancer, "modern", sent)).client);
           }
           clients.push(...pool);
-          const jobs = Array.from({ length: RUNS }, (_, i) => job(`load-${i}`, i % 2 === 1));
+          // A third in Python: each such run boots a fresh interpreter (the costly part).
+          const jobs = Array.from({ length: RUNS }, (_, i) => job(`load-${i}`, i % 3 === 2));
           const outcomes = await runJobs(pool, jobs);
           assertEquals(outcomes.length, RUNS);
           const served = outcomes.map((outcome) => servedBy(outcome, replicas));
@@ -346,7 +239,7 @@ Deno.test({
                   'pid = int(await call_mcp_tool("mcp__fixture__pid", {}))',
                   "[n, pid]",
                 ].join("\n"),
-                { session: `counter-${s}` },
+                { session: `counter-${s}`, timeoutMs: 120_000 },
               );
               assertEquals(
                 result.returnValue,
@@ -396,7 +289,7 @@ Deno.test({
                   'pid = int(await call_mcp_tool("mcp__fixture__pid", {}))',
                   "[n, pid]",
                 ].join("\n"),
-                { session: name },
+                { session: name, timeoutMs: 120_000 },
               );
               const [n, pid] = result.returnValue as [number, number];
               assertEquals(n, call, `session ${name}, call ${call}: ${JSON.stringify(result)}`);
@@ -422,6 +315,7 @@ Deno.test({
           clients.push(direct);
           const fresh = await callRun(direct, "run_python", "n = globals().get('n', 0) + 1\nn", {
             session: "alpha",
+            timeoutMs: 120_000,
           });
           assertEquals(fresh.returnValue, 1, JSON.stringify(fresh));
           // Another principal with the same id reaches the same replica, and its own interpreter.
@@ -429,11 +323,13 @@ Deno.test({
           clients.push(stranger);
           const theirs = await callRun(stranger, "run_python", "n = globals().get('n', 0) + 1\nn", {
             session: "alpha",
+            timeoutMs: 120_000,
           });
           assertEquals(theirs.returnValue, 1, JSON.stringify(theirs));
           // The owner's session is untouched by both.
           const again = await callRun(client, "run_python", "n = globals().get('n', 0) + 1\nn", {
             session: "alpha",
+            timeoutMs: 120_000,
           });
           assertEquals(again.returnValue, 21, JSON.stringify(again));
         },
@@ -476,6 +372,25 @@ Deno.test({
           victim.serve.child.kill("SIGKILL");
           const outcomes = await load;
           assertEquals(outcomes.length, KILL_RUNS);
+          // Its sandboxes and upstream server died with it (parent-death signal); only their
+          // directories are left, which a replica removes as stale when it starts again.
+          const tempDir = victim.serve.tempDir;
+          assert(
+            await eventually(
+              async () =>
+                (await sandboxPids(tempDir)).length === 0 &&
+                (await pidsWithEnv(`TMPDIR=${tempDir}`)).length === 0,
+              10_000,
+            ),
+            `the killed replica left sandboxes ${await sandboxPids(
+              tempDir,
+            )}, processes ${await pidsWithEnv(
+              `TMPDIR=${tempDir}`,
+            )}`,
+          );
+          for (const name of await sandboxDirs(tempDir)) {
+            await Deno.remove(join(tempDir, name), { recursive: true });
+          }
 
           const failed = outcomes.filter((o) => !o.result);
           const wrong = outcomes.filter((o) =>
