@@ -3,16 +3,19 @@
  * configuration docs/DEPLOY.md explains), all on loopback, driven by real SDK v2 clients of both
  * protocol eras through the balancer:
  *
- * - 300 mixed 2026-07-28 runs (TypeScript and Python, each with tool calls to its replica's own
- *   upstream server) spread over the three replicas: none lost or wrong, each replica serves some
+ * - 300 mixed 2026-07-28 runs (TypeScript, and a third Python, each with tool calls to its
+ *   replica's own upstream server) spread over the three replicas: none lost or wrong, each replica serves some
  *   (seen in the results, in each replica's audit log and request log, and in nginx's log);
  * - 2025-era sessions stay on the replica named in their `Mcp-Session-Id` for 20 calls, keeping
  *   a Python session's variables; on another replica the id gets 404 naming both replicas;
  * - 2026-era Python sessions (`Mcp-Param-Session`, hashed by nginx) keep their variables for 20
  *   calls; the same id on another replica, or from another principal, is a fresh interpreter;
  * - a replica killed with SIGKILL under load fails only the runs it held, with the balancer's
- *   clear error; the rest of the load completes, and a 2025-era session of the dead replica
- *   gets 404 (re-initialize).
+ *   clear error; the rest of the load completes, its sandboxes and upstream server die with it,
+ *   and a 2025-era session of the dead replica gets 404 (re-initialize).
+ *
+ * A wrong replica is also asked directly: replica B gets a session id of replica A and answers
+ * 404 naming both, never A's (or its own) state.
  *
  * The test runs only where nginx is installed (`.ci/run` installs it); elsewhere it says loudly
  * that it was skipped.
