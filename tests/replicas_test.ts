@@ -100,8 +100,9 @@ async function taggedClient(
   await client.connect(transport);
   assertEquals(client.getProtocolEra(), era);
   // A 2026-07-28 client learns from the tools' schemas which arguments it repeats in headers
-  // (run_python's session → Mcp-Param-Session); without the list it sends none, and the server
-  // refuses a call whose body names a session the headers do not.
+  // (run_python's session → Mcp-Param-Session). Without the list its first call goes without the
+  // header and is refused (400, before anything runs); the SDK then lists the tools and retries,
+  // but three concurrent first calls were not all recovered so (seen here): list first.
   if (era === "modern") await client.listTools();
   return { client, transport };
 }
