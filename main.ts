@@ -6,6 +6,13 @@
  * deno run -A main.ts run script.ts                 # run a file in the sandbox
  * ```
  *
+ * From JSR, installed as a `code-executor` command, then put in front of a client's servers:
+ *
+ * ```sh
+ * deno install -g -A --unstable-no-legacy-abort -n code-executor jsr:@code-executor/code-executor
+ * code-executor setup
+ * ```
+ *
  * @module
  */
 import { parseArgs } from "node:util";
@@ -28,6 +35,9 @@ Usage:
   code-executor run FILE.ts [--timeout MS] [--json]
                                             Run a TypeScript file in the sandbox
   code-executor doctor [--config PATH]...   Check every configured MCP server and the token savings
+  code-executor prepare                     Fetch and build now what the server would on first use
+                                            (modules, the sandbox runners, the Python snapshot),
+                                            readable by every user; exits 1 when it cannot
   code-executor setup [--client ID] [--move] [--sync] [--yes] [--dry-run] [--http URL]
                                             Find your MCP servers and put Code Executor in front
                                             of them in a client's config (asks on a terminal)
@@ -125,6 +135,10 @@ async function main(args: string[]): Promise<number> {
     if (rest.length > 0) throw new TypeError(`Unexpected argument "${rest[0]}" for doctor`);
     return await doctor({ configPaths: values.config ?? [] });
   }
+  if (command === "prepare") {
+    if (rest.length > 0) throw new TypeError(`Unexpected argument "${rest[0]}" for prepare`);
+    return await (await import("./src/cli/prepare.ts")).prepare();
+  }
   if (command === "run") {
     if (rest.length !== 1) throw new TypeError("Usage: code-executor run FILE.ts");
     const timeoutMs = values.timeout === undefined ? undefined : Number(values.timeout);
@@ -136,7 +150,7 @@ async function main(args: string[]): Promise<number> {
     return await runFile(rest[0], { timeoutMs, json: values.json });
   }
   throw new TypeError(
-    `Unknown command "${command}": expected serve, run, doctor, setup, sync or wrappers (see --help)`,
+    `Unknown command "${command}": expected serve, run, doctor, prepare, setup, sync or wrappers (see --help)`,
   );
 }
 

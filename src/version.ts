@@ -1,2 +1,10 @@
+/**
+ * The program's version, read from `deno.json` (which every published package carries), so that
+ * what clients are told and what the registry serves cannot drift apart.
+ *
+ * @module
+ */
+import config from "../deno.json" with { type: "json" };
+
 /** The version of Code Executor, reported to clients and by `--version`. */
-export const SERVER_VERSION = "0.1.0";
+export const SERVER_VERSION: string = config.version;

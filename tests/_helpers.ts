@@ -406,6 +406,11 @@ export interface SpawnHttpServeOptions extends ServerEnvOptions {
   upstream?: Record<string, unknown>;
   /** The TMPDIR to use (the caller's, kept after stop); a new one, removed by stop, if omitted. */
   tempDir?: string;
+  /**
+   * A command to start the server under, ending in one that execs its arguments (the `deno`
+   * executable and its own), e.g. `unshare --mount sh -c '…; exec "$@"' sh`.
+   */
+  wrapper?: string[];
 }
 
 /**
@@ -434,8 +439,9 @@ export async function spawnHttpServe(options: SpawnHttpServeOptions = {}): Promi
     if (own) await Deno.remove(tempDir, { recursive: true }).catch(() => {});
     throw error;
   }
-  const child = new Deno.Command(Deno.execPath(), {
-    args,
+  const [command, ...wrapperArgs] = [...(options.wrapper ?? []), Deno.execPath()];
+  const child = new Deno.Command(command, {
+    args: [...wrapperArgs, ...args],
     cwd: ROOT,
     clearEnv: true,
     env,

@@ -9,15 +9,14 @@
 import {
   type ClientConfig,
   type ClientId,
-  type LaunchCommand,
   moveBlocker,
   type MoveBlockReason,
   type ScannedConfig,
   type ScannedServer,
   selfEntry,
   selfHttpEntry,
-  selfLaunchCommand,
 } from "../config/client_configs.ts";
+import { type LaunchCommand, selfLaunchCommand } from "../config/self_launch.ts";
 import { removeProperty, setProperty } from "../config/jsonc_edit.ts";
 import { tildePath } from "../config/paths.ts";
 import { canonicalJson, isPlainObject } from "../_util.ts";

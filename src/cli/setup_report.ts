@@ -41,7 +41,11 @@ export function formatPlan(plan: SetupPlan, show: ShowPath): string {
   let out = "\nPlan:\n";
   const how = "url" in entry.target
     ? `${entry.target.url} (Authorization: Bearer \${${HTTP_TOKEN_VARIABLE}})`
-    : shellLine([entry.target.launch.command, ...entry.target.launch.args]);
+    : shellLine([
+      ...Object.entries(entry.target.launch.env ?? {}).map(([k, v]) => `${k}=${v}`),
+      entry.target.launch.command,
+      ...entry.target.launch.args,
+    ]);
   if (entry.action === "unchanged") {
     out += `  "${entry.name}" is already in ${where}\n`;
   } else {

@@ -9,7 +9,7 @@ import { parseArgs } from "node:util";
 import { join } from "node:path";
 import { loadSettings } from "../config/settings.ts";
 import { discoverUpstreams } from "../config/upstream.ts";
-import type { LaunchCommand } from "../config/client_configs.ts";
+import type { LaunchCommand } from "../config/self_launch.ts";
 import {
   cacheDir,
   defaultWrappersDir,
@@ -215,6 +215,9 @@ export function dailySyncPlan(
     const path = join(launchAgentsDir(env)!, `${LAUNCHD_LABEL}.plist`);
     const args = [launch.command, ...launch.args]
       .map((arg) => `    <string>${xmlEscape(arg)}</string>`).join("\n");
+    const variables = Object.entries(launch.env ?? {}).map(([name, value]) =>
+      `    <key>${xmlEscape(name)}</key>\n    <string>${xmlEscape(value)}</string>\n`
+    ).join("");
     const text = `<?xml version="1.0" encoding="UTF-8"?>
 <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
 <plist version="1.0">
@@ -225,7 +228,9 @@ export function dailySyncPlan(
   <array>
 ${args}
   </array>
-  <key>StartCalendarInterval</key>
+${
+      variables && `  <key>EnvironmentVariables</key>\n  <dict>\n${variables}  </dict>\n`
+    }  <key>StartCalendarInterval</key>
   <dict>
     <key>Hour</key>
     <integer>9</integer>
@@ -265,6 +270,8 @@ ${args}
   }
   const dir = systemdUserDir(env)!;
   const execStart = [launch.command, ...launch.args].map(systemdQuote).join(" ");
+  const environment = Object.entries(launch.env ?? {})
+    .map(([name, value]) => `Environment=${systemdQuote(`${name}=${value}`)}\n`).join("");
   return {
     description: "a systemd user timer",
     files: [
@@ -275,7 +282,7 @@ Description=Code Executor: refresh MCP server schemas and wrappers
 
 [Service]
 Type=oneshot
-ExecStart=${execStart}
+${environment}ExecStart=${execStart}
 `,
       },
       {

@@ -9,7 +9,6 @@
  * @module
  */
 import { resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { isPlainObject } from "../_util.ts";
 import { redactText } from "../redact.ts";
 import {
@@ -24,6 +23,7 @@ import {
   vscodeUserConfigPath,
   windsurfConfigPath,
 } from "./paths.ts";
+import type { LaunchCommand } from "./self_launch.ts";
 import { classifyServerEntry, UpstreamConfigError } from "./server_entry.ts";
 import { readServerSections, serversKeyOf } from "./upstream.ts";
 
@@ -113,14 +113,6 @@ export interface ClientConfigOptions {
   cwd?: string;
   /** Whose Claude Desktop and VS Code locations to use; defaults to `Deno.build.os`. */
   os?: typeof Deno.build.os;
-}
-
-/** A command line that starts Code Executor. */
-export interface LaunchCommand {
-  /** The executable. */
-  command: string;
-  /** Its arguments. */
-  args: string[];
 }
 
 const LABELS: Record<ClientId | "code-executor", string> = {
@@ -272,27 +264,6 @@ export async function scanClientConfig(
 }
 
 /**
- * Returns the command line that starts this program: the binary itself when it is compiled
- * (`deno compile`), `deno run -A <abs path>/main.ts` when it runs from a checkout, and the
- * `code-executor` command (as installed by `deno install -g -A -n code-executor jsr:…`) when
- * the module was loaded from a remote URL.
- *
- * @param subcommand The command to run (`serve`, `sync`).
- * @returns The executable and its arguments.
- */
-export function selfLaunchCommand(subcommand: string): LaunchCommand {
-  const main = new URL("../../main.ts", import.meta.url);
-  if (isCompiled()) return { command: Deno.execPath(), args: [subcommand] };
-  if (main.protocol !== "file:") return { command: "code-executor", args: [subcommand] };
-  return { command: Deno.execPath(), args: ["run", "-A", fileURLToPath(main), subcommand] };
-}
-
-function isCompiled(): boolean {
-  // A compiled binary serves its modules from a virtual directory named deno-compile-<name>.
-  return /deno-compile-/.test(fileURLToPath(import.meta.url));
-}
-
-/**
  * Returns the `code-executor` entry for a client's config: a stdio server started with
  * `launch`. Claude Code and VS Code (both files) get an explicit `"type": "stdio"`, as their own
  * tools write.
@@ -310,6 +281,7 @@ export function selfEntry(
     ...(typed ? { type: "stdio" } : {}),
     command: launch.command,
     args: launch.args,
+    ...(launch.env ? { env: launch.env } : {}),
   };
 }
 

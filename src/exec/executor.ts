@@ -5,9 +5,6 @@
  *
  * @module
  */
-import { join } from "node:path";
-import { tmpdir } from "node:os";
-import { cacheDir } from "../config/paths.ts";
 import type { Settings } from "../config/settings.ts";
 import type { Logger } from "../log.ts";
 import {
@@ -31,7 +28,7 @@ import {
 import { PyChild } from "./py_sandbox.ts";
 import type { ExecutionResult } from "./result.ts";
 import { recordRun } from "./run_audit.ts";
-import { findDeno, removeStaleDirs, sandboxFile } from "./runtime_files.ts";
+import { removeStaleDirs, sandboxLocations } from "./runtime_files.ts";
 import type { RunLimits } from "./sandbox_process.ts";
 import { SessionStore } from "./sessions.ts";
 import { ToolBridge } from "./tool_bridge.ts";
@@ -77,6 +74,7 @@ export class Executor {
   #admission: Admission;
   #pool: WarmPool<TsChild>;
   #base: BaseChildOptions;
+  #cacheDir: string;
   #python: Promise<PythonRuntime> | undefined;
   #sessions: SessionStore<PyChild>;
   #active = new Set<{ dispose(): Promise<void> }>();
@@ -85,7 +83,12 @@ export class Executor {
   #running = 0;
   #settled: Array<() => void> = [];
 
-  private constructor(settings: Settings, options: ExecutorOptions, base: BaseChildOptions) {
+  private constructor(
+    settings: Settings,
+    options: ExecutorOptions,
+    base: BaseChildOptions,
+    cacheDir: string,
+  ) {
     this.#settings = settings;
     this.#log = options.log;
     this.#hub = options.hub;
@@ -94,6 +97,7 @@ export class Executor {
     this.#fallback = provider ? createProviderBackend(provider) : undefined;
     const log = options.log;
     this.#base = base;
+    this.#cacheDir = cacheDir;
     this.#admission = new Admission(settings);
     this.#pool = new WarmPool(settings.sandbox.warmPool, () => this.#spawn({ preload: true }), log);
     this.#sessions = new SessionStore({
@@ -112,19 +116,18 @@ export class Executor {
    * @returns The executor.
    */
   static async create(settings: Settings, options: ExecutorOptions): Promise<Executor> {
-    const tempRoot = settings.sandbox.tempDir ?? tmpdir();
+    const { denoPath, denoDir, runnerPath, tempRoot, cacheDir } = await sandboxLocations(settings);
     await removeStaleDirs(tempRoot, options.log);
-    const denoDir = join(cacheDir(), "deno");
     await scrubEmitCache(denoDir);
     const base: BaseChildOptions = {
-      denoPath: findDeno(settings.sandbox.denoPath),
+      denoPath,
       denoDir,
-      runnerPath: await sandboxFile("ts_runner.ts", join(cacheDir(), "sandbox")),
+      runnerPath,
       tempRoot,
       memoryMb: settings.limits.memoryMb,
       log: options.log,
     };
-    const executor = new Executor(settings, options, base);
+    const executor = new Executor(settings, options, base, cacheDir);
     executor.#pool.fill();
     if (settings.python.enabled && settings.python.warmPool > 0) {
       executor.#pythonRuntime().then((py) => py.pool.fill(), () => {});
@@ -165,7 +168,7 @@ export class Executor {
       denoPath: this.#base.denoPath,
       denoDir: this.#base.denoDir,
       tempRoot: this.#base.tempRoot,
-      cacheDir: cacheDir(),
+      cacheDir: this.#cacheDir,
       log: this.#log,
       closing: this.#closing.signal,
     });

@@ -70,8 +70,10 @@ export function defaultDenoDir(): string | undefined {
  */
 export function pyodideCandidates(options: FindPyodideOptions = {}): string[] {
   const version = options.version ?? PYODIDE_VERSION;
+  // From a registry (`deno run jsr:…`) there is no checkout whose node_modules could hold it.
+  const checkout = new URL("../../", import.meta.url);
   const roots = options.projectRoots ??
-    [fileURLToPath(new URL("../../", import.meta.url)), Deno.cwd()];
+    [...(checkout.protocol === "file:" ? [fileURLToPath(checkout)] : []), Deno.cwd()];
   const out: string[] = [];
   const installed = options.projectRoots ? undefined : installedDir();
   if (installed) out.push(installed);

@@ -1,14 +1,33 @@
 /**
  * The files a sandbox child is started from: the `deno` executable, the runners under
- * `sandbox/` (copied out of a compiled binary when need be), and what dead hosts left behind.
+ * `sandbox/` (written to the cache directory when the program does not run from a checkout),
+ * and what dead hosts left behind.
  *
  * @module
  */
+import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { cacheDir } from "../config/paths.ts";
+import type { Settings } from "../config/settings.ts";
 import type { Logger } from "../log.ts";
 import { sha256Hex } from "../_util.ts";
 import { CHILD_DIR_PREFIX } from "./sandbox_process.ts";
+// Text imports put the sandbox files in the module graph: `deno publish` checks and ships them,
+// `deno run jsr:…` and `deno install -g` cache them with the program, `deno compile` embeds them.
+// A child cannot load them from an https: URL (it runs with --no-remote), so they are written
+// to disk when the program does not run from a checkout.
+import tsRunner from "../../sandbox/ts_runner.ts" with { type: "text" };
+import pyHost from "../../sandbox/py_host.ts" with { type: "text" };
+import pyWorker from "../../sandbox/py_worker.ts" with { type: "text" };
+import pyPrelude from "../../sandbox/py_prelude.py" with { type: "text" };
+
+const SANDBOX_TEXT: Readonly<Record<string, string>> = {
+  "ts_runner.ts": tsRunner,
+  "py_host.ts": pyHost,
+  "py_worker.ts": pyWorker,
+  "py_prelude.py": pyPrelude,
+};
 
 /**
  * Finds the `deno` executable for sandbox children.
@@ -22,54 +41,97 @@ export function findDeno(configured?: string): string {
   return /^deno(\.exe)?$/i.test(basename(self)) ? self : "deno";
 }
 
+/** Where an executor's sandbox children are started from and what they may write. */
+export interface SandboxLocations {
+  /** The `deno` executable of the children. */
+  denoPath: string;
+  /** Code Executor's cache directory: runner copies, the children's Deno cache, the snapshot. */
+  cacheDir: string;
+  /** The children's `DENO_DIR`: `deno` under {@linkcode SandboxLocations.cacheDir}. */
+  denoDir: string;
+  /** Where children's private directories are made: `sandbox.tempDir`, else the temp root. */
+  tempRoot: string;
+  /** `sandbox/ts_runner.ts` on disk. */
+  runnerPath: string;
+}
+
 /**
- * Returns the runner's path on disk. Inside a compiled binary the runner is embedded, so it is
- * copied to a cache directory first, where a child `deno` can load it.
+ * Finds the locations of an executor's sandbox children under the settings. The server and
+ * `prepare` both take them from here, so that what `prepare` caches is what the server reads
+ * (the snapshot's and the emitted runners' paths are part of their cache keys).
+ *
+ * @param settings The admin's settings (`sandbox.denoPath`, `sandbox.tempDir`).
+ * @returns The locations.
+ */
+export async function sandboxLocations(settings: Settings): Promise<SandboxLocations> {
+  const cache = cacheDir();
+  return {
+    denoPath: findDeno(settings.sandbox.denoPath),
+    cacheDir: cache,
+    denoDir: join(cache, "deno"),
+    tempRoot: settings.sandbox.tempDir ?? tmpdir(),
+    runnerPath: await sandboxFile("ts_runner.ts", join(cache, "sandbox")),
+  };
+}
+
+/**
+ * Returns the runner's path on disk. From a checkout that is the file under `sandbox/`; when the
+ * program's modules come from a registry (`deno run jsr:…`, `deno install -g`) or from inside a
+ * compiled binary, the runner's text is written to `cacheDir` first (once per content: the name
+ * holds its hash), where a child `deno` can load it.
  *
  * @param name The file under `sandbox/`.
- * @param cacheDir Where to copy an embedded runner.
+ * @param cacheDir Where to write the runner when there is no checkout.
  * @returns An absolute path.
+ * @throws {Deno.errors.NotFound} When `name` is not a file under `sandbox/`.
+ * @throws {Deno.errors.PermissionDenied} When the runner is not in `cacheDir` yet and the
+ *   directory is not writable.
  */
 export async function sandboxFile(name: string, cacheDir: string): Promise<string> {
-  const url = new URL(`../../sandbox/${name}`, import.meta.url);
-  const path = fileURLToPath(url);
-  if (!/deno-compile-/.test(path)) return path;
-  const text = await Deno.readTextFile(url);
+  const text = sandboxText(name);
+  const local = checkoutPath(new URL(`../../sandbox/${name}`, import.meta.url));
+  if (local) return local;
   const target = join(cacheDir, `${sha256Hex(text).slice(0, 16)}-${name}`);
+  // A read-only cache prepared in advance (a container image) already holds the file.
+  if (await Deno.readTextFile(target).then((old) => old === text, () => false)) return target;
   await Deno.mkdir(dirname(target), { recursive: true });
-  await Deno.writeTextFile(target, text);
+  // Write and rename, so that another host starting at the same time never runs half a file.
+  const temp = `${target}.${crypto.randomUUID()}.tmp`;
+  try {
+    await Deno.writeTextFile(temp, text);
+    await Deno.rename(temp, target);
+  } catch (error) {
+    await Deno.remove(temp).catch(() => {});
+    throw error;
+  }
   return target;
 }
 
-/**
- * Reads a file under `sandbox/` as text, from a checkout or from inside a compiled binary (built
- * with `--include sandbox/`). It is for files the host hands to a child, which then needs no
- * permission to read them.
- *
- * @param name The file under `sandbox/`.
- * @returns Its text.
- * @throws {Deno.errors.NotFound} When the file is missing (a binary compiled without it).
- */
-export function readSandboxText(name: string): Promise<string> {
-  return Deno.readTextFile(new URL(`../../sandbox/${name}`, import.meta.url));
+/** The path of a module URL in a checkout, or undefined for a registry or a compiled binary. */
+function checkoutPath(url: URL): string | undefined {
+  if (url.protocol !== "file:") return undefined;
+  const path = fileURLToPath(url);
+  // A compiled binary serves its modules from a virtual directory named deno-compile-<name>,
+  // which a child (another process) cannot read.
+  return /deno-compile-/.test(path) ? undefined : path;
 }
 
-let prelude: Promise<string> | undefined;
+function sandboxText(name: string): string {
+  if (!Object.hasOwn(SANDBOX_TEXT, name)) {
+    throw new Deno.errors.NotFound(`No file sandbox/${name} in this program`);
+  }
+  return SANDBOX_TEXT[name];
+}
 
 /**
- * Returns the Python half of the sandbox, `sandbox/py_prelude.py`, read once. Python children get
- * it in their `init` frame and run it when they boot without the memory snapshot; the snapshot is
- * keyed by its hash.
+ * Returns the Python half of the sandbox, `sandbox/py_prelude.py`, as this program was built with
+ * it. Python children get it in their `init` frame and run it when they boot without the memory
+ * snapshot; the snapshot is keyed by its hash.
  *
  * @returns The prelude's text.
- * @throws {Deno.errors.NotFound} When the file is missing.
  */
 export function pythonPrelude(): Promise<string> {
-  prelude ??= readSandboxText("py_prelude.py").catch((error) => {
-    prelude = undefined;
-    throw error;
-  });
-  return prelude;
+  return Promise.resolve(pyPrelude);
 }
 
 /**

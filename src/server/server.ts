@@ -24,22 +24,43 @@ export const SERVER_INFO = { name: "code-executor", version: SERVER_VERSION } as
 /**
  * Presents a zod schema without `$schema` in its JSON Schema: 2020-12 is MCP's default dialect,
  * and the URL would cost ~15 tokens per schema in every client's context. Validation stays zod's.
+ *
+ * The conversion is done once per target and the frozen result shared: `serve --http` builds a
+ * server for every 2026-era request, and the SDK converts the called tool's input schema for each
+ * of them (to read its `Mcp-Param` headers), which took about 1 ms a request.
  */
 function withoutDialect<T extends z.ZodType>(
   schema: T,
 ): StandardSchemaWithJSON<z.input<T>, z.output<T>> {
   const std = schema["~standard"] as StandardSchemaWithJSON<z.input<T>, z.output<T>>["~standard"];
-  const strip =
-    (convert: typeof std.jsonSchema.input): typeof std.jsonSchema.input => (options) => {
-      const { $schema: _dialect, ...rest } = convert(options);
-      return rest;
+  const strip = (convert: typeof std.jsonSchema.input): typeof std.jsonSchema.input => {
+    const converted = new Map<string, Record<string, unknown>>();
+    return (options) => {
+      const key = JSON.stringify(options ?? {});
+      let json = converted.get(key);
+      if (!json) {
+        const { $schema: _dialect, ...rest } = convert(options);
+        // Frozen, as it is handed out again and again: a caller that changed it would throw.
+        json = deepFreeze(rest);
+        converted.set(key, json);
+      }
+      return json;
     };
+  };
   return {
     "~standard": {
       ...std,
       jsonSchema: { input: strip(std.jsonSchema.input), output: strip(std.jsonSchema.output) },
     },
   };
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    for (const inner of Object.values(value)) deepFreeze(inner);
+    Object.freeze(value);
+  }
+  return value;
 }
 
 const AllowedTools = z.array(z.string()).optional().describe(
