@@ -92,6 +92,26 @@ Deno.test("loadSettings() names the key of a wrong type and the variable of a ba
   });
 });
 
+Deno.test("http.replicaId comes from CODE_EXECUTOR_HTTP_REPLICA_ID and must fit before a session id's dot", async () => {
+  await withDirs(async ({ home, project }) => {
+    const { settings } = await loadSettings({
+      cwd: project,
+      env: { HOME: home, CODE_EXECUTOR_HTTP_REPLICA_ID: " ce-5d8c7b9f4-x2x7q " },
+    });
+    assertEquals(settings.http.replicaId, "ce-5d8c7b9f4-x2x7q");
+    assertEquals(resolveSettings({}).http.replicaId, undefined);
+    for (const bad of ["ce.1", "x".repeat(64), "ce 1", "ce/1"]) {
+      assertMatch(
+        await settingsError(() =>
+          loadSettings({ cwd: project, env: { HOME: home, CODE_EXECUTOR_HTTP_REPLICA_ID: bad } })
+        ),
+        /CODE_EXECUTOR_HTTP_REPLICA_ID|http\.replicaId/,
+        JSON.stringify(bad),
+      );
+    }
+  });
+});
+
 Deno.test("loadSettings() reports JSONC syntax errors with the file and line", async () => {
   await withDirs(async ({ home, project }) => {
     await Deno.writeTextFile(

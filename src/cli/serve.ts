@@ -169,7 +169,8 @@ async function serveOnHttp(services: Services): Promise<void> {
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     Deno.addSignalListener(signal, () => void stop(signal));
   }
-  log.info(`ready on ${endpoint.url.href} (auth: ${endpoint.auth})`);
+  const replica = settings.http.replicaId ? `, replica ${settings.http.replicaId}` : "";
+  log.info(`ready on ${endpoint.url.href} (auth: ${endpoint.auth}${replica})`);
 }
 
 /**

@@ -132,6 +132,14 @@ const HttpSchema = z.object({
   tokensFile: z.string().min(1).optional(),
   /** OAuth 2.1 resource-server settings. */
   oauth: OAuthSchema.optional(),
+  /**
+   * This replica's name behind a load balancer: the 2025-era session ids it mints start with
+   * `<replicaId>.`, so that the balancer can route a session to its replica by that prefix.
+   */
+  replicaId: z.string().regex(
+    /^[A-Za-z0-9_-]{1,63}$/,
+    'must be 1 to 63 letters, digits, "_" or "-" (it starts session ids, before a ".")',
+  ).optional(),
   /** How long runs in flight may finish after SIGTERM/SIGINT before they are stopped. */
   drainMs: z.number().int().min(0).default(10_000),
   /** The largest request body; room for `limits.maxCodeBytes` of code when unset. */

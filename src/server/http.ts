@@ -258,6 +258,7 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
     max: http.maxSessions,
     idleMs: http.sessionIdleMs,
     maxBodyBytes,
+    replicaId: http.replicaId,
     create: build,
     log,
   });

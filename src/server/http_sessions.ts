@@ -6,6 +6,10 @@
  * session is bound to the principal that opened it (another principal's request gets 404, as an
  * unknown id would), idle sessions are closed, and their number is capped.
  *
+ * Behind a load balancer each replica names itself (`http.replicaId`) at the start of the ids it
+ * mints, `<replicaId>.<uuid>`, so that the balancer can send a session's requests to the replica
+ * that holds it (docs/DEPLOY.md); a request that reaches another replica anyway is told so.
+ *
  * @module
  */
 import {
@@ -26,6 +30,8 @@ export interface LegacySessionsOptions {
   idleMs: number;
   /** The largest request body. */
   maxBodyBytes: number;
+  /** This replica's name (`http.replicaId`), the prefix of the session ids it mints. */
+  replicaId?: string;
   /** Builds the MCP server of a new session. */
   create: () => CodeExecutorServer;
   /** Where session events are reported. */
@@ -38,6 +44,9 @@ interface Session {
   principal: string;
   lastSeen: number;
 }
+
+/** A replica name at the start of a session id, as `http.replicaId` allows them. */
+const REPLICA_PREFIX = /^([A-Za-z0-9_-]{1,63})\./;
 
 /** A JSON-RPC error response with an HTTP status, as the SDK's transport answers. */
 export function rpcError(status: number, code: number, message: string): Response {
@@ -97,7 +106,7 @@ export class LegacySessions {
       const session = this.#sessions.get(id);
       // Another principal's session is as unknown to the caller as one that never existed.
       if (!session || session.principal !== authInfo.clientId) {
-        return rpcError(404, -32001, "Session not found: initialize a new session");
+        return rpcError(404, -32001, this.#notFound(id));
       }
       session.lastSeen = Date.now();
       return await session.transport.handleRequest(request, { authInfo, parsedBody });
@@ -134,7 +143,10 @@ export class LegacySessions {
     const principal = authInfo.clientId;
     const transport: WebStandardStreamableHTTPServerTransport =
       new WebStandardStreamableHTTPServerTransport({
-        sessionIdGenerator: () => crypto.randomUUID(),
+        sessionIdGenerator: () => {
+          const uuid = crypto.randomUUID();
+          return this.#options.replicaId ? `${this.#options.replicaId}.${uuid}` : uuid;
+        },
         maxRequestBodySize: this.#options.maxBodyBytes,
         onsessioninitialized: (id) => {
           this.#sessions.set(id, { transport, server, principal, lastSeen: Date.now() });
@@ -164,6 +176,20 @@ export class LegacySessions {
       }
     };
     return await transport.handleRequest(request, { authInfo, parsedBody: body });
+  }
+
+  /**
+   * Why a session id is not served here. An id minted by another replica says so (the balancer
+   * routed it wrongly, or its replica is gone); the caller learns nothing of this replica's
+   * sessions either way, and nothing of the id but a replica name it sent itself.
+   */
+  #notFound(id: string): string {
+    const own = this.#options.replicaId;
+    const owner = REPLICA_PREFIX.exec(id)?.[1];
+    if (own && owner && owner !== own) {
+      return `Session not found: it was opened on replica "${owner}" and this is replica "${own}" (route Mcp-Session-Id by its prefix: docs/DEPLOY.md); initialize a new session`;
+    }
+    return "Session not found: initialize a new session";
   }
 
   #forget(id: string): void {

@@ -94,7 +94,11 @@ const RunPythonFields = z.object({
   code: z.string().describe("Python 3 source"),
   allowedTools: AllowedTools,
   timeoutMs: TimeoutMs,
-  session: z.string().optional().describe("Keep variables between calls under this id"),
+  // x-mcp-header: 2026-07-28 HTTP clients repeat the id in an Mcp-Param-Session header, on which
+  // a load balancer hashes to keep a session on the replica that holds it (docs/DEPLOY.md).
+  session: z.string().meta({ "x-mcp-header": "Session" }).optional().describe(
+    "Keep variables between calls under this id",
+  ),
 }).strict();
 const RunPythonInput = withoutDialect(RunPythonFields.extend(LlmCaps));
 const RunPythonPlainInput = withoutDialect(RunPythonFields) as typeof RunPythonInput;
