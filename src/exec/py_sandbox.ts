@@ -336,6 +336,8 @@ export class PyChild {
         return await this.#process.execute({ t: "exec", source: code }, {
           ...limits,
           timeoutMs: Math.max(1, limits.timeoutMs - Math.round(performance.now() - started)),
+          // The message names the limit the caller set, not what was left of it after the wait.
+          reportedTimeoutMs: limits.reportedTimeoutMs ?? limits.timeoutMs,
           interruptGraceMs: limits.graceMs ?? DEFAULT_GRACE_MS,
           keepAlive: this.#session,
           stderrMark: true,
