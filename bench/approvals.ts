@@ -9,6 +9,9 @@
  * alternates too), so that drift in machine load falls on both. Each run times its calls with
  * `performance.now()` inside the sandbox; the ratio is of the medians (ask / off).
  *
+ * The end-to-end medians move with the machine's load; the gate's own cost on a call that needs
+ * no approval (`ApprovalGate.check`, in this process, on the same tools) is measured too.
+ *
  * ```sh
  * deno run -A bench/approvals.ts [--calls 200] [--rounds 15] [--json]
  * ```
@@ -26,6 +29,7 @@ import {
   parseBenchArgs,
   printReport,
   ratio,
+  round,
   row,
   runBench,
   type Stats,
@@ -33,6 +37,8 @@ import {
   type StdioServer,
 } from "./_common.ts";
 import { EVERYTHING, homeEnv, MEMORY, ROOT } from "../tests/_helpers.ts";
+import { ApprovalGate } from "../src/exec/approvals.ts";
+import { ApprovalPolicy } from "../src/policy/approvals.ts";
 
 const MODES = ["off", "ask"] as const;
 type Mode = typeof MODES[number];
@@ -44,6 +50,8 @@ interface Report {
   runMs: Record<Mode, Stats>;
   /** Median ask / median off. */
   ratio: number;
+  /** `ApprovalGate.check` on a read-only call, in this process, µs per call. */
+  gateMicros: number;
   machine: MachineReport;
 }
 
@@ -96,6 +104,39 @@ function callsCode(calls: number): string {
     return performance.now() - started;`;
 }
 
+/** Times the gate on read-only calls: what approvals add to each call that needs none. */
+async function gateMicros(): Promise<number> {
+  const gate = new ApprovalGate({
+    policy: new ApprovalPolicy({
+      mode: "ask",
+      require: ["mcp__github__delete_*"],
+      waive: ["mcp__memory__create_*"],
+      timeoutMs: 1000,
+    }),
+    approver: { decide: () => Promise.reject(new Error("a read-only call was asked about")) },
+    principal: "local",
+    executionId: "bench",
+    signal: new AbortController().signal,
+  });
+  const tools = [
+    {
+      server: "everything",
+      fullName: "mcp__everything__echo",
+      annotations: { readOnlyHint: true },
+    },
+    {
+      server: "memory",
+      fullName: "mcp__memory__search_nodes",
+      annotations: { readOnlyHint: true },
+    },
+  ];
+  const n = 200_000;
+  for (let i = 0; i < 10_000; i++) await gate.check(tools[i % 2], { message: "x" });
+  const started = performance.now();
+  for (let i = 0; i < n; i++) await gate.check(tools[i % 2], { message: "x" });
+  return round(((performance.now() - started) * 1000) / n, 3);
+}
+
 async function timedCalls(server: StdioServer, calls: number): Promise<number> {
   const result = await server.client.callTool({
     name: "run_typescript",
@@ -125,7 +166,7 @@ function render(report: Report): string {
       return row([mode, s.medianMs, s.p95Ms, s.minMs, s.maxMs, s.n]);
     }),
     "",
-    `Ratio (median ask / median off): **${report.ratio}**`,
+    `Ratio (median ask / median off): **${report.ratio}**; the gate itself on a read-only call: ${report.gateMicros} µs`,
     "",
     machineText(report.machine),
   ].join("\n");
@@ -164,6 +205,7 @@ async function main(args: string[]): Promise<void> {
       rounds,
       runMs,
       ratio: ratio(runMs.ask.medianMs, runMs.off.medianMs),
+      gateMicros: await gateMicros(),
       machine: await machineReport(loadBefore),
     };
     printReport(parsed.json, report, render);
