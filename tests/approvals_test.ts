@@ -44,6 +44,9 @@ Deno.test("approvals with a client that answers elicitation", async (t) => {
       assertEquals(result.returnValue, "done");
       assertEquals(server.asked.length, 2);
       const [memory, fixture] = server.asked.map((q) => q.message);
+      const field = (server.asked[0].requestedSchema.properties as Record<string, unknown>)
+        .decision as { enum: string[] };
+      assertEquals(field.enum, ["approve", "deny", "approve_run"]);
       assertMatch(memory, /"delete_entities" of the MCP server "memory"/);
       assertMatch(memory, /destructiveHint/);
       assertMatch(memory, /"entityNames":\["Alice"\]/);
@@ -157,14 +160,30 @@ Deno.test("waiting for a person does not count against timeoutMs; no answer in a
       await new Promise((resolve) => setTimeout(resolve, 1_500));
       return { action: "accept", content: { decision: "approve" } };
     };
+    // While the person decides, the run is stopped: a timer loop beside the held call does not
+    // tick, and the 1.5 s wait does not count against the run's 1 s timeoutMs.
     const slow = await server.runTs(
       `${createEntities(["Zed"])}
+      let ticks = 0;
+      let stop = false;
+      const spin = (async () => {
+        while (!stop) {
+          ticks++;
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+      })();
+      const started = Date.now();
       await callMCPTool("mcp__memory__delete_entities", { entityNames: ["Zed"] });
-      return "done";`,
+      stop = true;
+      await spin;
+      return { ticks, waited: Date.now() - started };`,
       { timeoutMs: 1_000 },
     );
     assertEquals(slow.error, undefined);
-    assertEquals(slow.returnValue, "done");
+    const { ticks, waited } = slow.returnValue as { ticks: number; waited: number };
+    assert(waited >= 1_400, `waited ${waited} ms`);
+    assert(ticks < 30, `the code ran ${ticks} timer ticks while it was held`);
+    assert(!(await memoryText(server)).includes('"name":"Zed"'), "Zed was not deleted");
 
     let cancelled = false;
     server.answer = (_params, signal) =>

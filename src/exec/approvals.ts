@@ -65,17 +65,18 @@ export interface Approver {
   decide(request: ApprovalRequest, signal: AbortSignal): Promise<ApprovalDecision>;
 }
 
+/**
+ * The question's one field. `enum` with `enumNames` (rather than 2025-11-25's titled `oneOf`): every
+ * 2025-era revision with form elicitation accepts it, 2025-06-18 clients included.
+ */
 const DECISION_SCHEMA = {
   type: "object",
   properties: {
     decision: {
       type: "string",
       title: "Decision",
-      oneOf: [
-        { const: "approve", title: "Approve this call" },
-        { const: "deny", title: "Deny" },
-        { const: "approve_run", title: "Approve this tool for the rest of the run" },
-      ],
+      enum: ["approve", "deny", "approve_run"],
+      enumNames: ["Approve this call", "Deny", "Approve this tool for the rest of the run"],
     },
   },
   required: ["decision"],
