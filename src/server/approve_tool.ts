@@ -7,22 +7,33 @@
  *
  * @module
  */
-import type { McpServer, ServerContext } from "@modelcontextprotocol/server";
-import { z } from "zod";
+import { fromJsonSchema, type McpServer, type ServerContext } from "@modelcontextprotocol/server";
 import type { Executor } from "../exec/executor.ts";
 import { LOCAL_PRINCIPAL } from "../exec/run_options.ts";
 
 /** The tool's name, which refusals name. */
 export const APPROVE_TOOL = "approve_pending_calls";
 
-const ApproveInput = z.object({
-  calls: z.array(
-    z.object({
-      id: z.string().max(64),
-      call: z.string().max(4096),
-    }).strict(),
-  ).min(1).max(20).describe("Each {id, call} exactly as ApprovalDenied gave it"),
-}).strict();
+/**
+ * Hand-written, as the other schemas in tools/list are: once offered, every token of it is in the
+ * client's context (the zod-derived one cost about twice as much).
+ */
+const ApproveInput = fromJsonSchema<{ calls: Array<{ id: string; call: string }> }>({
+  type: "object",
+  properties: {
+    calls: {
+      type: "array",
+      minItems: 1,
+      maxItems: 20,
+      items: {
+        type: "object",
+        properties: { id: { type: "string" }, call: { type: "string" } },
+        required: ["id", "call"],
+      },
+    },
+  },
+  required: ["calls"],
+});
 
 /**
  * Registers `approve_pending_calls` on a server.
@@ -34,16 +45,11 @@ const ApproveInput = z.object({
  */
 export function registerApproveTool(server: McpServer, executor: Executor): void {
   server.registerTool(APPROVE_TOOL, {
-    title: "Approve pending tool calls",
     description:
-      "Approves, once each, tool calls that code was refused (ApprovalDenied) because a person must approve them. Call it only when the user asks you to; then run the code again.",
+      "Approve, once each, calls refused with ApprovalDenied; pass {id, call} as given. Only when the user asks; then rerun the code.",
     inputSchema: ApproveInput,
-    annotations: {
-      readOnlyHint: false,
-      destructiveHint: true,
-      idempotentHint: false,
-      openWorldHint: true,
-    },
+    // Clients confirm destructive tools with their user: that confirmation is the approval.
+    annotations: { destructiveHint: true },
   }, (args, ctx: ServerContext) => {
     const principal = ctx.http?.authInfo?.clientId ?? LOCAL_PRINCIPAL;
     const results = executor.pendingApprovals.approve(principal, args.calls);
