@@ -186,7 +186,7 @@ export class PendingApprover implements Approver {
 
 /**
  * Chooses who asks a person about a run's calls: the client's user through elicitation, the
- * pending path for a client that cannot elicit, or nobody (a command-line run: denied at once).
+ * pending path for a client that cannot elicit, or nobody (a run without a client: denied at once).
  *
  * @param client The run's client channel, if it has a client.
  * @param store The host's pending calls.
@@ -212,7 +212,7 @@ export function approverFor(
         approved: false,
         how: "no-client",
         message:
-          `The call to ${request.fullName} needs a person's approval (${request.reason}), and a command-line run has nobody to ask; the admin can exempt the tool with approvals.waive`,
+          `The call to ${request.fullName} needs a person's approval (${request.reason}), and a run without an MCP client has nobody to ask; the admin can exempt the tool with approvals.waive`,
       }),
   };
 }
