@@ -118,19 +118,30 @@ Deno.test("approvals with a client that answers elicitation", async (t) => {
       assertMatch(await memoryText(server), /"name":"Eve"/);
     });
 
-    await t.step("Python catches ApprovalDenied", async () => {
-      server.answer = choose("deny");
-      const result = await server.runPy(`
+    await t.step(
+      "Python catches ApprovalDenied; an approved call from Python is made",
+      async () => {
+        server.answer = choose("deny");
+        const result = await server.runPy(`
 try:
     await call_mcp_tool("mcp__memory__delete_entities", {"entityNames": ["Eve"]})
     outcome = "called"
 except ApprovalDenied as error:
     outcome = type(error).__name__ + ": " + str(error)
 outcome`);
-      assertEquals(result.error, undefined);
-      assertMatch(String(result.returnValue), /^ApprovalDenied: The user denied/);
-      assertMatch(await memoryText(server), /"name":"Eve"/);
-    });
+        assertEquals(result.error, undefined);
+        assertMatch(String(result.returnValue), /^ApprovalDenied: The user denied/);
+        assertMatch(await memoryText(server), /"name":"Eve"/);
+
+        server.answer = choose("approve");
+        const approved = await server.runPy(`
+await tools.memory.delete_entities(entityNames=["Eve"])
+"deleted"`);
+        assertEquals(approved.error, undefined);
+        assertEquals(approved.returnValue, "deleted");
+        assert(!(await memoryText(server)).includes('"name":"Eve"'), "Eve was not deleted");
+      },
+    );
 
     await t.step("every decision is audited", async () => {
       const records = await auditApprovals(server);
