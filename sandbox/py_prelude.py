@@ -135,7 +135,15 @@ class ToolError(ToolCallError):
     """An upstream tool reported a failure (isError); the message is the tool's."""
 
 
-_error_classes = {"ToolError": ToolError, "ToolCallError": ToolCallError}
+class ApprovalDenied(ToolCallError):
+    """A call that needed a person's approval was not approved; the code may catch it."""
+
+
+_error_classes = {
+    "ToolError": ToolError,
+    "ToolCallError": ToolCallError,
+    "ApprovalDenied": ApprovalDenied,
+}
 
 
 def _error_class(kind):
@@ -283,6 +291,7 @@ API = {
     "tools": tools,
     "ToolError": ToolError,
     "ToolCallError": ToolCallError,
+    "ApprovalDenied": ApprovalDenied,
     "llm": llm,
     "ask_user": ask_user,
     "progress": progress,

@@ -218,11 +218,27 @@ class ToolError extends Error {
   }
 }
 
+/**
+ * A call that needed a person's approval was not approved; code may catch it
+ * (`e instanceof ApprovalDenied`) and go on without the call.
+ */
+class ApprovalDenied extends Error {
+  /** @param message Why, and how a person can approve the call. */
+  constructor(message: string) {
+    super(message);
+    this.name = "ApprovalDenied";
+  }
+}
+
 /** Builds the error for a failed request, with the stack of the code that made it. */
 function remoteError(error: { type?: unknown; message?: unknown }, origin: Error): Error {
   const message = typeof error?.message === "string" ? error.message : "The request failed";
-  const made = error?.type === "ToolError" ? new ToolError(message) : new Error(message);
-  if (error?.type !== "ToolError" && typeof error?.type === "string") made.name = error.type;
+  const made = error?.type === "ToolError"
+    ? new ToolError(message)
+    : error?.type === "ApprovalDenied"
+    ? new ApprovalDenied(message)
+    : new Error(message);
+  if (typeof error?.type === "string") made.name = error.type;
   const frames = (origin.stack ?? "").split("\n").slice(1).join("\n");
   made.stack = `${made.name}: ${message}${frames ? "\n" + frames : ""}`;
   return made;
@@ -318,6 +334,7 @@ function installApi(): void {
     getToolSchema,
     tools,
     ToolError,
+    ApprovalDenied,
     llm,
     askUser,
     progress,

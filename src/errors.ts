@@ -105,6 +105,12 @@ export const ERROR_TYPES = {
     meaning: "The upstream tool reported a failure (isError); the message is the tool's",
     change: "Read the tool's message and fix the arguments or the request",
   },
+  ApprovalDenied: {
+    meaning:
+      "The call needs a person's approval, and none was given (denied, no answer in time, or no way to ask)",
+    change:
+      "Catch it and go on without the call, or follow the message to have a person approve it",
+  },
   ToolCallError: {
     meaning: "The tool call could not be made: no such server or tool, or the server failed",
     change: "Check the name with searchTools / search_tools; retry if the server was down",

@@ -129,6 +129,9 @@ Deno.test("run_typescript calls real upstream MCP servers over stdio, Streamable
   try {
     const server = await startServer({
       home,
+      // write_file is annotated destructive, and this client cannot be asked: exempt it here
+      // (approvals are tests/approvals_test.ts).
+      settings: { approvals: { waive: ["mcp__filesystem__write_file"] } },
       upstream: {
         "everything": npmServer(EVERYTHING),
         "everything-http": { type: "http", url: http.url },

@@ -74,6 +74,7 @@ export const TYPESCRIPT_RESERVED: ReadonlySet<string> = new Set([
   "getToolSchema",
   "tools",
   "ToolError",
+  "ApprovalDenied",
   "llm",
   "askUser",
   "progress",

@@ -63,6 +63,23 @@ const ToolsSchema = z.object({
   maxResultBytes: positiveInt.default(5 * 1024 * 1024),
 }).strict();
 
+const ApprovalsSchema = z.object({
+  /**
+   * `ask`: a person approves each upstream call that needs approval (see `require`); `deny`: such
+   * calls are never made; `off`: no call needs approval.
+   */
+  mode: z.enum(["ask", "deny", "off"]).default("ask"),
+  /**
+   * Globs of upstream tools that need approval besides those their server annotates
+   * `destructiveHint: true` (and not `readOnlyHint: true`).
+   */
+  require: z.array(z.string().min(1)).default([]),
+  /** Globs of upstream tools that never need approval; waive wins over require and annotations. */
+  waive: z.array(z.string().min(1)).default([]),
+  /** How long a call waits for a person's answer; no answer within it is a denial. */
+  timeoutMs: positiveInt.default(120_000),
+}).strict();
+
 const PythonSchema = z.object({
   /** Whether `run_python` is offered at all. */
   enabled: z.boolean().default(true),
@@ -221,6 +238,7 @@ export const SettingsSchema = z.object({
   sandbox: SandboxSchema.prefault({}),
   permissions: PermissionsSchema.prefault({}),
   tools: ToolsSchema.prefault({}),
+  approvals: ApprovalsSchema.prefault({}),
   python: PythonSchema.prefault({}),
   audit: AuditSchema.prefault({}),
   sampling: SamplingSchema.prefault({}),

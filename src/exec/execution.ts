@@ -39,6 +39,44 @@ export interface RunLimits {
   signal?: AbortSignal;
   /** Answers the code's requests (tool calls, discovery); without it they fail. */
   onRequest?: (frame: Record<string, unknown>) => Promise<object>;
+  /** Stops the run's clock and its process while the host waits for a person. */
+  hold?: RunHold;
+}
+
+/**
+ * Holds a run while the host waits for a person (an approval): its deadline stops counting and
+ * its process is stopped (SIGSTOP), so that the wait neither counts against `timeoutMs` nor
+ * gives the code time to work unmetered. Holds nest; the run goes on when the last ends.
+ */
+export class RunHold {
+  #holds = 0;
+  #target: { stop(): void; go(): void } | undefined;
+
+  /**
+   * Connects the running execution (called by it).
+   *
+   * @param target Stops and restarts its clock and process.
+   */
+  attach(target: { stop(): void; go(): void } | undefined): void {
+    if (this.#target && this.#holds > 0) this.#target.go();
+    this.#target = target;
+    if (target && this.#holds > 0) target.stop();
+  }
+
+  /**
+   * Runs `work` with the run held.
+   *
+   * @param work The wait, for example a question to the client.
+   * @returns What `work` returns.
+   */
+  async during<T>(work: () => Promise<T>): Promise<T> {
+    if (this.#holds++ === 0) this.#target?.stop();
+    try {
+      return await work();
+    } finally {
+      if (--this.#holds === 0) this.#target?.go();
+    }
+  }
 }
 
 /** How a language's child is driven through one run. */
@@ -85,6 +123,10 @@ export interface RunChannel {
   next(): Promise<Frame | null>;
   /** Kills the child (SIGKILL). */
   kill(): void;
+  /** Stops the child (SIGSTOP) while the run is held. */
+  pause?(): void;
+  /** Continues a child stopped by `pause`. */
+  resume?(): void;
   /** Sends the child's stderr to `capture` until called again with undefined. */
   captureStderr(capture: OutputCapture | undefined, onOverflow?: () => void): void;
   /** Resolves when the child's next stderr mark has been read. */
@@ -187,7 +229,7 @@ export class Execution {
     const options = this.#options;
     const channel = this.#channel;
     let grace: ReturnType<typeof setTimeout> | undefined;
-    const timer = setTimeout(() => {
+    const expire = () => {
       const error = this.#timedOut = {
         type: "TimeoutError",
         message: `Execution timed out after ${
@@ -197,7 +239,26 @@ export class Execution {
       if (options.interruptGraceMs === undefined) return this.#stop(error);
       channel.send({ t: "interrupt" }).catch(() => {});
       grace = setTimeout(() => this.#stop(error), options.interruptGraceMs);
-    }, options.timeoutMs);
+    };
+    let deadline = performance.now() + options.timeoutMs;
+    let timer: ReturnType<typeof setTimeout> | undefined = setTimeout(expire, options.timeoutMs);
+    let left: number | undefined;
+    options.hold?.attach({
+      stop: () => {
+        if (this.#timedOut || timer === undefined) return;
+        clearTimeout(timer);
+        timer = undefined;
+        left = deadline - performance.now();
+        channel.pause?.();
+      },
+      go: () => {
+        if (left === undefined) return;
+        channel.resume?.();
+        deadline = performance.now() + left;
+        timer = setTimeout(expire, Math.max(1, left));
+        left = undefined;
+      },
+    });
     const watchdog = setInterval(async () => {
       const mb = await residentMb(channel.pid);
       if (mb !== undefined && mb > channel.memoryMb) {
@@ -216,6 +277,7 @@ export class Execution {
     options.signal?.addEventListener("abort", onAbort);
     if (options.signal?.aborted) onAbort();
     return () => {
+      options.hold?.attach(undefined);
       clearTimeout(timer);
       clearTimeout(grace);
       clearInterval(watchdog);

@@ -14,11 +14,14 @@ import {
 } from "../policy/permissions.ts";
 import type { AuditLog } from "../policy/audit.ts";
 import { ToolPolicy } from "../policy/tool_policy.ts";
+import { ApprovalPolicy, PendingApprovals } from "../policy/approvals.ts";
 import { createProviderBackend } from "../sampling/providers.ts";
 import { ClientSession } from "../sampling/session.ts";
 import type { SamplingBackend } from "../sampling/types.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { Admission } from "./admission.ts";
+import { ApprovalGate, approverFor } from "./approvals.ts";
+import { RunHold } from "./execution.ts";
 import {
   type Deadline,
   type PythonRuntime,
@@ -72,6 +75,8 @@ export class Executor {
   #audit: AuditLog | undefined;
   #fallback: SamplingBackend | undefined;
   #admission: Admission;
+  #approvalPolicy: ApprovalPolicy;
+  #pending: PendingApprovals;
   #pool: WarmPool<TsChild>;
   #base: BaseChildOptions;
   #cacheDir: string;
@@ -99,6 +104,8 @@ export class Executor {
     this.#base = base;
     this.#cacheDir = cacheDir;
     this.#admission = new Admission(settings);
+    this.#approvalPolicy = new ApprovalPolicy(settings.approvals);
+    this.#pending = new PendingApprovals(options.audit);
     this.#pool = new WarmPool(settings.sandbox.warmPool, () => this.#spawn({ preload: true }), log);
     this.#sessions = new SessionStore({
       ttlMs: settings.python.sessionTtlMs,
@@ -138,6 +145,11 @@ export class Executor {
   /** The settings in force. */
   get settings(): Settings {
     return this.#settings;
+  }
+
+  /** Calls refused for want of a person, and their one-time approvals (`approve_pending_calls`). */
+  get pendingApprovals(): PendingApprovals {
+    return this.#pending;
   }
 
   /** The TypeScript warm pool, for benchmarks and tests. */
@@ -284,8 +296,19 @@ export class Executor {
         signal: runSignal,
         elicitationTimeoutMs: timeoutMs,
       });
-      const bridge = new ToolBridge(this.#hub, policy, this.#settings, runSignal, client);
+      const hold = new RunHold();
+      const gate = this.#approvalPolicy.mode === "off" ? undefined : new ApprovalGate({
+        policy: this.#approvalPolicy,
+        approver: approverFor(options.client, this.#pending, this.#approvalPolicy.timeoutMs),
+        hold,
+        audit: this.#audit,
+        principal: options.principal ?? LOCAL_PRINCIPAL,
+        executionId,
+        signal: runSignal,
+      });
+      const bridge = new ToolBridge(this.#hub, policy, this.#settings, runSignal, client, gate);
       const result = await leased.run({
+        hold,
         timeoutMs: Math.max(1, timeoutMs - Math.round(performance.now() - started)),
         reportedTimeoutMs: timeoutMs,
         maxOutputBytes: this.#settings.limits.maxOutputBytes,

@@ -12,6 +12,7 @@ import type { ClientSession } from "../sampling/session.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { UpstreamMessageTooLarge } from "../upstream/message_lines.ts";
 import { toolSignature } from "../upstream/signatures.ts";
+import type { ApprovalGate } from "./approvals.ts";
 import type { ToolCallRecord } from "./result.ts";
 import { CodeExecutorError } from "../errors.ts";
 
@@ -75,6 +76,7 @@ export class ToolBridge {
   #settings: Settings;
   #signal: AbortSignal | undefined;
   #client: ClientSession | undefined;
+  #gate: ApprovalGate | undefined;
   #calls = 0;
   #omitted = 0;
   /** The first {@linkcode MAX_TOOL_CALL_RECORDS} calls, in the order they finished. */
@@ -93,6 +95,7 @@ export class ToolBridge {
    * @param settings The admin's settings.
    * @param signal Aborted when the execution ends.
    * @param client Answers `sample`, `elicit` and `progress`, and reports tool calls as progress.
+   * @param gate Asks a person before calls that need approval (`approvals`).
    */
   constructor(
     hub: Hub | undefined,
@@ -100,12 +103,14 @@ export class ToolBridge {
     settings: Settings,
     signal?: AbortSignal,
     client?: ClientSession,
+    gate?: ApprovalGate,
   ) {
     this.#hub = hub;
     this.#policy = policy;
     this.#settings = settings;
     this.#signal = signal;
     this.#client = client;
+    this.#gate = gate;
   }
 
   /**
@@ -231,6 +236,9 @@ export class ToolBridge {
     const args = argsObject(rawArgs, name);
     const invalid = hub.catalog.validator(entry)(args);
     if (invalid) throw new CodeExecutorError("ToolValidationError", invalid);
+    // After the allowlists and the schema, before the rate limit and the call: a person is asked
+    // only about a call that would otherwise be made, and a refused one costs no rate.
+    await this.#gate?.check(entry, args);
     const wait = hub.limiter.take(entry.server);
     if (wait !== undefined) {
       throw new CodeExecutorError(

@@ -39,6 +39,11 @@ export interface ClientChannel {
   /** Why {@linkcode ClientChannel.elicit} is absent. */
   noElicitation?: string;
   /**
+   * Called when a call was refused because a person must approve it and this client cannot be
+   * asked: the server then offers `approve_pending_calls` to the client.
+   */
+  offerApproval?(): void;
+  /**
    * Sends `notifications/progress` with the next progress value; absent when the tool call
    * carried no progress token.
    */

@@ -249,11 +249,14 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
   }
   const maxBodyBytes = http.maxBodyBytes ?? defaultBodyBytes(settings);
   const build = (): CodeExecutorServer => createServer(options);
-  const modern: McpHttpHandler = createMcpHandler(() => build().server, {
-    legacy: "reject",
-    maxRequestBodySize: maxBodyBytes,
-    onerror: (error) => log.debug(`http: ${error.message}`),
-  });
+  const modern: McpHttpHandler = createMcpHandler(
+    () => createServer({ ...options, perRequest: true }).server,
+    {
+      legacy: "reject",
+      maxRequestBodySize: maxBodyBytes,
+      onerror: (error) => log.debug(`http: ${error.message}`),
+    },
+  );
   const sessions = new LegacySessions({
     max: http.maxSessions,
     idleMs: http.sessionIdleMs,

@@ -16,6 +16,7 @@ import { ToolPolicy } from "../policy/tool_policy.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { toolSignature } from "../upstream/signatures.ts";
 import { SERVER_VERSION } from "../version.ts";
+import { offerApproveTool } from "./approve_tool.ts";
 import { clientChannel } from "./client_channel.ts";
 
 /** Name and version reported to clients. */
@@ -182,6 +183,8 @@ export interface ServerDeps {
   executor: Executor;
   /** The upstream servers, if any are configured. */
   hub?: Hub;
+  /** Built for one 2026-era HTTP request (no initialize, no client capabilities). */
+  perRequest?: boolean;
 }
 
 /** A created server and a hook to call when the upstream tool lists change. */
@@ -202,14 +205,17 @@ export interface CodeExecutorServer {
  * stdio), its cancellation (the request's, and over HTTP the connection's: a 2025-era session
  * does not abort the request when the client drops its stream) and its client channel.
  */
-function callOptions(server: McpServer, ctx: ServerContext): Pick<
-  RunOptions,
-  "signal" | "client" | "principal"
-> {
+function callOptions(
+  server: McpServer,
+  ctx: ServerContext,
+  offerApproval: (() => void) | undefined,
+): Pick<RunOptions, "signal" | "client" | "principal"> {
   const request = ctx.http?.req?.signal;
+  const client = clientChannel(server, ctx);
+  if (offerApproval) client.offerApproval = offerApproval;
   return {
     signal: request ? AbortSignal.any([ctx.mcpReq.signal, request]) : ctx.mcpReq.signal,
-    client: clientChannel(server, ctx),
+    client,
     principal: ctx.http?.authInfo?.clientId ?? LOCAL_PRINCIPAL,
   };
 }
@@ -282,6 +288,7 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
   const sampling = deps.executor.settings.sampling.enabled;
   const llm = sampling ? LLM_DESCRIPTION : "";
   const output = executionOutput(sampling);
+  const offerApproval = offerApproveTool(server, deps.executor, deps.perRequest === true);
 
   const runTypescript = server.registerTool("run_typescript", {
     title: "Run TypeScript",
@@ -295,7 +302,7 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
       timeoutMs: args.timeoutMs,
       permissions: args.permissions,
       sampling: args.sampling,
-      ...callOptions(server, ctx),
+      ...callOptions(server, ctx, offerApproval),
     });
     return toToolResult(result);
   });
@@ -313,7 +320,7 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
         timeoutMs: args.timeoutMs,
         session: args.session,
         sampling: args.sampling,
-        ...callOptions(server, ctx),
+        ...callOptions(server, ctx, offerApproval),
       });
       return toToolResult(result);
     });

@@ -43,7 +43,8 @@ export interface ToolCatalogOptions {
 /** A validation failure, already phrased for the code that made the call. */
 export type Validate = (args: unknown) => string | undefined;
 
-const CACHE_VERSION = 1;
+/** 2: entries carry `annotations` (a cache without them would hide destructive tools). */
+const CACHE_VERSION = 2;
 
 type AjvLike = {
   compile(schema: unknown): ((data: unknown) => boolean) & {

@@ -33,6 +33,25 @@ export interface UpstreamTool {
   inputSchema: Record<string, unknown>;
   /** Its output JSON Schema, if declared. */
   outputSchema?: Record<string, unknown>;
+  /** Its server's hints that approvals read (booleans only; anything else is dropped). */
+  annotations?: ToolHints;
+}
+
+/** The annotations of a tool that decide whether a call needs a person's approval. */
+export interface ToolHints {
+  /** The server says the tool changes nothing. */
+  readOnlyHint?: boolean;
+  /** The server says the tool may destroy or overwrite data. */
+  destructiveHint?: boolean;
+}
+
+function toolHints(raw: unknown): ToolHints | undefined {
+  if (typeof raw !== "object" || raw === null) return undefined;
+  const { readOnlyHint, destructiveHint } = raw as Record<string, unknown>;
+  const hints: ToolHints = {};
+  if (typeof readOnlyHint === "boolean") hints.readOnlyHint = readOnlyHint;
+  if (typeof destructiveHint === "boolean") hints.destructiveHint = destructiveHint;
+  return Object.keys(hints).length > 0 ? hints : undefined;
 }
 
 /** The content of an upstream `tools/call` result that matters to callers. */
@@ -332,6 +351,7 @@ export class UpstreamPool {
         description: tool.description,
         inputSchema: tool.inputSchema as Record<string, unknown>,
         outputSchema: tool.outputSchema as Record<string, unknown> | undefined,
+        annotations: toolHints(tool.annotations),
       }));
     } catch (error) {
       await connection.reset(client);

@@ -23,6 +23,8 @@ export interface ToolInfo {
   inputSchema: Record<string, unknown>;
   /** JSON Schema of the tool's `structuredContent`, when the server declares one. */
   outputSchema?: Record<string, unknown>;
+  /** The server's `readOnlyHint` / `destructiveHint`, which approvals read. */
+  annotations?: { readOnlyHint?: boolean; destructiveHint?: boolean };
 }
 
 /** Options for {@linkcode toolSignature}. */
