@@ -130,10 +130,9 @@ console.error("after the mark");
 return 7;`);
       assertEquals(result.isError, false, describe(result));
       assertEquals(result.returnValue, 7);
-      // Whether the forged mark is taken for the real one (and what follows it dropped) or
-      // passed on as the code's own text depends on which pipe the host reads first (CI saw
-      // both); either way only this run's own stderr is affected.
-      assertMatch(result.stderr, /^(\0[A-Za-z0-9]+\0)?(after the mark\n)?$/);
+      // The forged and the real mark may arrive in one chunk (CI saw the real one leak into
+      // stderr before every mark in a chunk was taken out).
+      assertMatch(result.stderr, /^(after the mark\n)?$/);
     });
 
     await t.step("a forging run does not reach a run beside it", async () => {

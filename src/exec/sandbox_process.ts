@@ -167,18 +167,18 @@ export class SandboxProcess implements RunChannel {
       for await (const chunk of this.#process.stderr) {
         let text = held + decoder.decode(chunk, { stream: true });
         held = "";
-        const at = text.indexOf(mark);
-        if (at >= 0) {
+        // Every mark in the chunk: one the code forged may arrive together with the real one,
+        // which must not then pass as the code's own text.
+        for (let at = text.indexOf(mark); at >= 0; at = text.indexOf(mark)) {
           this.#deliverStderr(text.slice(0, at));
           this.#marked.resolve();
           text = text.slice(at + mark.length);
-        } else {
-          // Hold back what may be the start of a mark split across chunks.
-          const zero = text.lastIndexOf("\0");
-          if (zero >= 0 && mark.startsWith(text.slice(zero))) {
-            held = text.slice(zero);
-            text = text.slice(0, zero);
-          }
+        }
+        // Hold back what may be the start of a mark split across chunks.
+        const zero = text.lastIndexOf("\0");
+        if (zero >= 0 && mark.startsWith(text.slice(zero))) {
+          held = text.slice(zero);
+          text = text.slice(0, zero);
         }
         this.#deliverStderr(text);
       }
