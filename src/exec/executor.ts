@@ -31,6 +31,7 @@ import {
 import { PyChild } from "./py_sandbox.ts";
 import type { ExecutionResult } from "./result.ts";
 import { recordRun } from "./run_audit.ts";
+import { OutputStore, RunOutputs } from "./output_store.ts";
 import { findDeno, removeStaleDirs, sandboxFile } from "./runtime_files.ts";
 import type { RunLimits } from "./sandbox_process.ts";
 import { SessionStore } from "./sessions.ts";
@@ -79,6 +80,7 @@ export class Executor {
   #base: BaseChildOptions;
   #python: Promise<PythonRuntime> | undefined;
   #sessions: SessionStore<PyChild>;
+  #outputs: OutputStore;
   #active = new Set<{ dispose(): Promise<void> }>();
   #disposing = new Set<Promise<unknown>>();
   #closing = new AbortController();
@@ -95,6 +97,7 @@ export class Executor {
     const log = options.log;
     this.#base = base;
     this.#admission = new Admission(settings);
+    this.#outputs = new OutputStore(settings.outputs);
     this.#pool = new WarmPool(settings.sandbox.warmPool, () => this.#spawn({ preload: true }), log);
     this.#sessions = new SessionStore({
       ttlMs: settings.python.sessionTtlMs,
@@ -135,6 +138,11 @@ export class Executor {
   /** The settings in force. */
   get settings(): Settings {
     return this.#settings;
+  }
+
+  /** Outputs kept past their cap, for `resources/read`. */
+  get outputs(): OutputStore {
+    return this.#outputs;
   }
 
   /** The TypeScript warm pool, for benchmarks and tests. */
@@ -264,7 +272,9 @@ export class Executor {
     const signal = options.signal
       ? AbortSignal.any([options.signal, this.#closing.signal])
       : this.#closing.signal;
-    const release = await this.#admission.enter(options.principal ?? LOCAL_PRINCIPAL, signal);
+    const principal = options.principal ?? LOCAL_PRINCIPAL;
+    const release = await this.#admission.enter(principal, signal);
+    const outputs = new RunOutputs(this.#outputs, principal);
     let leased: Lease | undefined;
     const ended = new AbortController();
     try {
@@ -286,8 +296,10 @@ export class Executor {
         timeoutMs: Math.max(1, timeoutMs - Math.round(performance.now() - started)),
         reportedTimeoutMs: timeoutMs,
         maxOutputBytes: this.#settings.limits.maxOutputBytes,
+        keep: this.#outputs.maxBytes > 0 ? outputs : undefined,
         signal,
-        onRequest: (frame) => bridge.handle(frame),
+        // Reading a kept output is the principal's own data, not a tool call: no tool policy.
+        onRequest: (frame) => frame.op === "output" ? outputs.answer(frame) : bridge.handle(frame),
       });
       result.durationMs = Math.round(performance.now() - started);
       result.toolCalls = bridge.records;
@@ -297,6 +309,7 @@ export class Executor {
       return result;
     } finally {
       ended.abort();
+      outputs.release();
       release();
       leased?.done();
     }
@@ -428,5 +441,6 @@ export class Executor {
       ...[...this.#active].map((child) => child.dispose()),
     ]);
     await this.idle();
+    this.#outputs.close();
   }
 }

@@ -17,6 +17,7 @@ import type { Hub } from "../upstream/hub.ts";
 import { toolSignature } from "../upstream/signatures.ts";
 import { SERVER_VERSION } from "../version.ts";
 import { clientChannel } from "./client_channel.ts";
+import { outputLinks, registerOutputResources } from "./kept_outputs.ts";
 
 /** Name and version reported to clients. */
 export const SERVER_INFO = { name: "code-executor", version: SERVER_VERSION } as const;
@@ -135,6 +136,7 @@ function buildExecutionOutput(llm: boolean) {
       durationMs: { type: "number" },
       toolCalls: { type: "array" },
       truncated: { type: "boolean" },
+      outputs: { type: "array" },
       ...(llm ? { sampling: { type: "object" } } : {}),
     },
     required: ["ok", "stdout", "stderr", "durationMs", "toolCalls"],
@@ -220,7 +222,10 @@ const RUN_ANNOTATIONS = {
 
 function toToolResult(result: ExecutionResult) {
   return {
-    content: [{ type: "text" as const, text: renderResult(result) }],
+    content: [
+      { type: "text" as const, text: renderResult(result) },
+      ...outputLinks(result.outputs),
+    ],
     structuredContent: result as unknown as Record<string, unknown>,
     isError: !result.ok,
   };
@@ -267,13 +272,14 @@ async function searchToolsText(
  */
 export function createServer(deps: ServerDeps): CodeExecutorServer {
   const server = new McpServer(SERVER_INFO, {
-    // Logging, prompts and resources are declared (empty) so that generic clients and the
-    // conformance suite find the standard methods answered.
+    // Logging and prompts are declared (empty) so that generic clients and the conformance suite
+    // find the standard methods answered; resources are the kept outputs (kept_outputs.ts).
     capabilities: { tools: { listChanged: true }, logging: {}, prompts: {}, resources: {} },
     instructions:
       "Write a short program instead of calling many tools: run_typescript runs it in a sandbox and returns only what it prints.",
   });
 
+  registerOutputResources(server, deps.executor.outputs);
   const adminPolicy = new ToolPolicy(deps.executor.settings.tools);
   const sampling = deps.executor.settings.sampling.enabled;
   const llm = sampling ? LLM_DESCRIPTION : "";
