@@ -17,7 +17,8 @@ import {
   startServer,
   withTempDir,
 } from "./_helpers.ts";
-import { OutputStore, RunOutputs } from "../src/exec/output_store.ts";
+import { OutputBudget, OutputCapture } from "../src/exec/frames.ts";
+import { keepParts, OutputStore, RunOutputs } from "../src/exec/output_store.ts";
 import type { KeptOutput } from "../src/exec/result.ts";
 
 const MAX_OUTPUT_BYTES = 100 * 1024;
@@ -138,6 +139,19 @@ Deno.test("a return value past the cap is kept as JSON and named instead of fail
     assertEquals(links(raw)[0].mimeType, "application/json");
     const value = JSON.parse(await readText(server.client, kept.uri));
     assertEquals([value.length, value[99_999]], [100_000, 99_999]);
+
+    // Python's print and last expression are kept the same way.
+    const py = await server.runPy(`print("p" * 3_000_000)\nlist(range(100_000))`);
+    assertEquals(py.ok, true, describeResult(py));
+    assertEquals(py.outputs?.map((o) => [o.part, o.bytes]), [
+      ["stdout", 3_000_001],
+      ["returnValue", utf8Bytes(JSON.stringify(value))],
+    ]);
+    assert(utf8Bytes(py.stdout) <= MAX_OUTPUT_BYTES);
+    assertEquals(
+      (await readText(server.client, py.outputs![0].uri)).length,
+      3_000_001,
+    );
   } finally {
     await server.close();
   }
@@ -212,6 +226,49 @@ Deno.test("OutputStore: reservations and kept outputs together never pass maxTot
     for (const run of runs) run.release();
     const kept = store.list("p0").concat(store.list("p1"));
     assertEquals(store.usedBytes, kept.reduce((sum, k) => sum + k.bytes, 0));
+  } finally {
+    store.close();
+  }
+});
+
+Deno.test("OutputCapture with a reserve keeps a stream past the budget whole, and keepParts shows both under the cap", () => {
+  const store = new OutputStore({ maxBytes: 5000, maxTotalBytes: 8000, ttlMs: 60_000 });
+  try {
+    const run = new RunOutputs(store, "local");
+    const budget = new OutputBudget(1000);
+    const stdout = new OutputCapture(budget, run);
+    const stderr = new OutputCapture(budget, run);
+    assert(stdout.add("é".repeat(300)) && stdout.add("o".repeat(3000)), "stdout is kept");
+    // The kept stream gave its share back: a small stderr is shown whole.
+    assert(stderr.add("w".repeat(200)));
+    assertEquals([stdout.kept, stderr.kept, budget.left], [true, false, 800]);
+    assert(stderr.add("e".repeat(4000)), "stderr is kept too");
+    assertEquals(store.usedBytes, 3600 + 4200);
+    const shown = keepParts(run, budget.left, { stdout, stderr });
+    const bytes = utf8Bytes(shown.stdout) + utf8Bytes(shown.stderr);
+    assert(bytes <= 1000 && bytes > 990, `previews of ${bytes} bytes`);
+    assert(shown.stdout.startsWith("é".repeat(250)), "the preview is the head, cut on a character");
+    assertEquals(shown.outputs.map((o) => [o.part, o.bytes]), [["stdout", 3600], ["stderr", 4200]]);
+    assertEquals(store.read(shown.outputs[0].id, "local").text, "é".repeat(300) + "o".repeat(3000));
+    run.release();
+    assertEquals(store.usedBytes, 7800);
+
+    // Past maxBytes the stream is cut there and the run is to stop.
+    const next = new RunOutputs(store, "local");
+    const big = new OutputCapture(new OutputBudget(1000), next);
+    assertEquals(big.add("b".repeat(6000)), false);
+    assertEquals([big.stopped, big.bytes, big.truncated], ["maxBytes", 5000, true]);
+    // The oldest kept outputs made room for it.
+    assertEquals(store.usedBytes, 5000 + 0);
+    next.release();
+
+    // No room beside another run's reservation: the stream is cut at the budget instead.
+    const other = new RunOutputs(store, "local");
+    assert(other.reserve(4000));
+    const late = new OutputCapture(new OutputBudget(1000), new RunOutputs(store, "local"));
+    assertEquals(late.add("c".repeat(4500)), false);
+    assertEquals([late.stopped, late.kept, late.bytes], ["store", false, 1000]);
+    other.release();
   } finally {
     store.close();
   }

@@ -240,7 +240,7 @@ export class OutputCapture {
     }
     if (this.#reserve && this.#keepMore(text, bytes)) return true;
     if (this.#kept) return false;
-    this.#stop = "cap";
+    this.#stop ??= "cap";
     const room = this.#budget.left;
     // Cut on a character boundary: drop continuation bytes at the cut.
     let end = room;
@@ -259,9 +259,9 @@ export class OutputCapture {
     // The first time, the text captured so far is kept too.
     const need = fit + (this.#kept ? 0 : this.#bytes);
     if (need > 0 && !reserve.reserve(need)) {
-      if (!this.#kept) return false;
+      // Not kept yet: the caller cuts it at the budget, as without a reserve.
       this.#stop = "store";
-      this.#truncated = true;
+      if (this.#kept) this.#truncated = true;
       return false;
     }
     if (!this.#kept) {
