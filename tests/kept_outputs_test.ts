@@ -322,6 +322,12 @@ Deno.test("serve --http: a kept output is read by its principal only (resources/
         `return (await readOutput(${JSON.stringify(id)})).length;`,
       );
       assertEquals(own.returnValue, MB20 + 1, describeResult(own));
+
+      // The audit log traces the id to Alice's run, without its text.
+      const audit = (await Deno.readTextFile(join(server.tempDir, "audit.jsonl"))).split("\n")
+        .filter(Boolean).map((line) => JSON.parse(line));
+      const keptBy = audit.filter((r) => r.keptOutputs).map((r) => [r.principal, r.keptOutputs]);
+      assertEquals(keptBy, [["alice", [{ id, part: "stdout", bytes: MB20 + 1 }]]]);
     } finally {
       await Promise.all(clients.map((client) => client.close().catch(() => {})));
       await server.stop();
