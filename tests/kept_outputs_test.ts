@@ -94,6 +94,14 @@ Deno.test("a 20 MB stdout comes back as a capped preview and a resource_link; re
     assertEquals(links(raw).map((l) => [l.uri, l.size, l.mimeType]), [
       [kept.uri, MB20 + 1, "text/plain"],
     ]);
+    // Clients that read only the text block are told where the rest is, and how to read it.
+    const text0 = (raw.content as Array<{ text?: string }>)[0].text ?? "";
+    assertMatch(
+      text0,
+      new RegExp(
+        `\\[stdout kept whole: ${MB20 + 1} bytes, ${kept.uri}; readOutput\\("${kept.id}"\\)`,
+      ),
+    );
 
     const text = await readText(server.client, kept.uri);
     assertEquals(text.length, MB20 + 1);
