@@ -99,7 +99,9 @@ Deno.test("a 20 MB stdout comes back as a capped preview and a resource_link; re
     assertMatch(
       text0,
       new RegExp(
-        `\\[stdout kept whole: ${MB20 + 1} bytes, ${kept.uri}; readOutput\\("${kept.id}"\\)`,
+        `\\[stdout kept whole: ${
+          MB20 + 1
+        } bytes, ${kept.uri}; a later run reads it with readOutput\\("${kept.id}"\\) / read_output`,
       ),
     );
 

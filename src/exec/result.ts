@@ -80,7 +80,7 @@ export function renderResult(result: ExecutionResult): string {
   for (const kept of result.outputs ?? []) {
     const what = kept.part === "returnValue" ? "the return value (JSON)" : kept.part;
     parts.push(
-      `[${what} kept whole: ${kept.bytes} bytes, ${kept.uri}; readOutput("${kept.id}") in a later run]`,
+      `[${what} kept whole: ${kept.bytes} bytes, ${kept.uri}; a later run reads it with readOutput("${kept.id}") / read_output(…)]`,
     );
   }
   if (result.truncated && !result.outputs) parts.push("[output truncated]");

@@ -29,7 +29,7 @@ function mimeType(output: KeptOutput): string {
 function describe(output: KeptOutput): string {
   return `The whole ${
     output.part === "returnValue" ? "return value (JSON)" : output.part
-  } of a run, ${output.bytes} bytes, kept until ${output.expiresAt}; code reads it with readOutput("${output.id}")`;
+  } of a run, ${output.bytes} bytes, kept until ${output.expiresAt}; code reads it with readOutput("${output.id}") (Python: read_output)`;
 }
 
 /**

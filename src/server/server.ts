@@ -114,7 +114,7 @@ const SearchToolsInput = withoutDialect(
 
 // Hand-written rather than derived from zod: this schema is in every client's context twice,
 // and the derived one (additionalProperties, nested item schemas) costs twice the tokens. Rare
-// fields (toolCallsOmitted, outputs: 21 tokens in tools/list) are left out, which the schema
+// fields (toolCallsOmitted, outputs: 14 tokens in tools/list) are left out, which the schema
 // allows; a kept output is also a resource_link in the content.
 // Built once per variant: compiling it takes ~0.5 ms, and HTTP's 2026-era requests each build a
 // server of their own.
