@@ -340,7 +340,9 @@ Deno.test("serve --http: a kept output is read by its principal only (resources/
       assertEquals(keptBy, [["alice", [{ id, part: "stdout", bytes: MB20 + 1 }]]]);
     } finally {
       await Promise.all(clients.map((client) => client.close().catch(() => {})));
-      await server.stop();
+      // SIGTERM drains and exits cleanly with outputs kept (Executor.close() drops them).
+      const status = await server.stop();
+      assert(status?.success, server.stderr());
     }
   });
 });
