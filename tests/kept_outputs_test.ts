@@ -150,6 +150,17 @@ Deno.test("a return value past the cap is kept as JSON and named instead of fail
     const value = JSON.parse(await readText(server.client, kept.uri));
     assertEquals([value.length, value[99_999]], [100_000, 99_999]);
 
+    // A kept stderr names the code's own lines, as a shown one does.
+    const traced = await server.runTs(
+      `console.error(new Error("boom").stack);\nconsole.error("e".repeat(200_000));`,
+    );
+    const stderr = (traced.outputs ?? []).find((o) => o.part === "stderr");
+    assert(stderr, describeResult(traced));
+    const whole = await readText(server.client, stderr.uri);
+    assertMatch(whole, /^Error: boom\n\s+at .*code\.ts:1:15/);
+    assert(!whole.includes("data:application"), whole.slice(0, 500));
+    assertMatch(traced.stderr, /^Error: boom\n\s+at .*code\.ts:1:15/);
+
     // Python's print and last expression are kept the same way.
     const py = await server.runPy(`print("p" * 3_000_000)\nlist(range(100_000))`);
     assertEquals(py.ok, true, describeResult(py));

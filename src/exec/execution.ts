@@ -390,11 +390,11 @@ export class Execution {
       stdout: this.#stdout,
       stderr: this.#stderr,
       returnValue: keptValue,
-    });
+    }, options.cleanStderr);
     const out: ExecutionResult = {
       ok: !error && result?.ok === true,
       stdout: shown.stdout,
-      stderr: options.cleanStderr ? options.cleanStderr(shown.stderr) : shown.stderr,
+      stderr: shown.stderr,
       durationMs,
       toolCalls: [],
     };

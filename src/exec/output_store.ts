@@ -324,6 +324,7 @@ export interface ShownParts {
  * @param room What the run's output budget has left once the parts shown whole are counted (a kept
  *   stream gives its share back).
  * @param parts The two streams and a kept return value's JSON.
+ * @param cleanStderr Rewrites stderr (the code's own line numbers), before it is shown or kept.
  * @returns What the result shows and names.
  */
 export function keepParts(
@@ -334,7 +335,9 @@ export function keepParts(
     stderr: CapturedPart;
     returnValue?: { text: string; bytes: number };
   },
+  cleanStderr?: (text: string) => string,
 ): ShownParts {
+  parts = { ...parts, stderr: cleaned(parts.stderr, cleanStderr) };
   const { stdout, stderr, returnValue } = parts;
   const shown: ShownParts = { stdout: stdout.text, stderr: stderr.text, outputs: [] };
   if (!keep || (!stdout.kept && !stderr.kept && !returnValue)) return shown;
@@ -354,4 +357,18 @@ export function keepParts(
     shown.outputs.push(keep.keep("returnValue", returnValue.text, returnValue.bytes));
   }
   return shown;
+}
+
+/**
+ * A stream with its cleaning applied. A kept one takes the cleaned text only when it is no larger
+ * than the bytes it reserved (cleaning shortens: `data:` URLs become `code.ts`); the rest of the
+ * reservation is released with the run's.
+ */
+function cleaned(part: CapturedPart, clean?: (text: string) => string): CapturedPart {
+  if (!clean) return part;
+  const text = clean(part.text);
+  if (text === part.text) return part;
+  if (!part.kept) return { text, bytes: part.bytes, kept: false };
+  const bytes = new TextEncoder().encode(text).length;
+  return bytes <= part.bytes ? { text, bytes, kept: true } : part;
 }
