@@ -42,7 +42,17 @@ const realExit: (code?: number) => never = Deno.exit;
 /** Frames the host reads are capped at 8 MB; stay below it with room for escaping. */
 const MAX_RESULT_CHARS = 6 * 1024 * 1024;
 const OUT_CHUNK_CHARS = 256 * 1024;
-const OPS = ["call", "proxy", "discover", "search", "schema", "sample", "elicit", "progress"];
+const OPS = [
+  "call",
+  "proxy",
+  "discover",
+  "search",
+  "schema",
+  "sample",
+  "elicit",
+  "progress",
+  "output",
+];
 const CALL_FIELDS = ["name", "args", "server", "tool", "search", "query", "limit"];
 
 let nonce = "";

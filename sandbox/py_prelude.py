@@ -187,6 +187,11 @@ async def get_tool_schema(name):
     return await _request("schema", {"name": name})
 
 
+async def read_output(id):
+    """Returns the whole text of an output a run of yours kept (its id or URI, from `outputs`)."""
+    return await _request("output", {"name": id})
+
+
 def _llm_args(messages, system_prompt, max_tokens, model):
     args = {"messages": messages, "systemPrompt": system_prompt, "maxTokens": max_tokens,
             "model": model}
@@ -288,6 +293,7 @@ API = {
     "discover_mcp_tools": discover_mcp_tools,
     "search_tools": search_tools,
     "get_tool_schema": get_tool_schema,
+    "read_output": read_output,
     "tools": tools,
     "ToolError": ToolError,
     "ToolCallError": ToolCallError,

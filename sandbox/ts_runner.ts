@@ -98,9 +98,16 @@ async function readFrame(): Promise<Record<string, unknown> | null> {
       if (line.trim() === "") continue;
       return parse(line);
     }
-    const n = await stdinRead(buffer);
-    if (n === null) return null;
-    pending += decoder.decode(buffer.subarray(0, n), { stream: true });
+    // Only new chunks are searched: a reply (readOutput) can be megabytes long.
+    const chunks = [pending];
+    while (true) {
+      const n = await stdinRead(buffer);
+      if (n === null) return null;
+      const chunk = decoder.decode(buffer.subarray(0, n), { stream: true });
+      chunks.push(chunk);
+      if (chunk.includes("\n")) break;
+    }
+    pending = chunks.join("");
   }
 }
 
@@ -291,6 +298,7 @@ function installApi(): void {
     request("discover", { search: options?.search, server: options?.server });
   const searchTools = (query: string, limit = 10) => request("search", { query, limit });
   const getToolSchema = (name: string) => request("schema", { name });
+  const readOutput = (id: string) => request("output", { name: id });
   const serverProxy = (server: string) =>
     new Proxy({}, {
       get(_target, tool) {
@@ -332,6 +340,7 @@ function installApi(): void {
     discoverMCPTools,
     searchTools,
     getToolSchema,
+    readOutput,
     tools,
     ToolError,
     ApprovalDenied,

@@ -30,8 +30,16 @@ export const ERROR_TYPES = {
     change: "Use less memory, or ask the admin to raise the limit",
   },
   OutputLimitError: {
-    meaning: "Printed output and the return value together passed limits.maxOutputBytes",
+    meaning: "Output passed limits.maxOutputBytes and could not be kept (outputs.maxBytes)",
     change: "Print less and return a summary, or write data to a file and return its path",
+  },
+  OutputNotFound: {
+    meaning: "No kept output has that id: never kept, past outputs.ttlMs, or dropped for room",
+    change: "Run the code again to produce it, and read it sooner",
+  },
+  OutputAccessDenied: {
+    meaning: "The kept output belongs to another principal",
+    change: "Read only outputs of your own runs",
   },
   CodeTooLarge: {
     meaning: "The code is larger than limits.maxCodeBytes",

@@ -206,6 +206,8 @@ export interface StartServerOptions extends ServerEnvOptions {
   client?: ClientOptions;
   /** Called before connecting, to register the client's request handlers. */
   setup?: (client: Client) => void;
+  /** The client's stdio line limit (the SDK's default is 10 MiB). */
+  maxBufferSize?: number;
 }
 
 /**
@@ -234,6 +236,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Ser
     cwd: ROOT,
     env,
     stderr: "pipe",
+    ...(options.maxBufferSize ? { maxBufferSize: options.maxBufferSize } : {}),
   });
   const stderrChunks: string[] = [];
   transport.stderr?.on(

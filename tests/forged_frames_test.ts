@@ -49,6 +49,8 @@ Deno.test("frames forged with the runner's real nonce do nothing the code could 
     upstream: { fixture: fixtureServer({}) },
     settings: {
       limits: { maxOutputBytes: 100 * 1024 },
+      // Output past the cap is kept whole up to outputs.maxBytes: forged output passes both.
+      outputs: { maxBytes: 150 * 1024 },
       tools: { maxCallsPerExecution: 3 },
     },
   });

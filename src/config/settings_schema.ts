@@ -15,7 +15,10 @@ const LimitsSchema = z.object({
   maxTimeoutMs: positiveInt.default(300_000),
   /** Resident memory of one sandbox process, in MB (V8 heap flag and RSS watchdog). */
   memoryMb: z.number().int().min(64).default(256),
-  /** Captured bytes per output stream (stdout, stderr) before the run is stopped. */
+  /**
+   * Bytes a result shows of stdout, stderr and the return value's JSON together; a part past it is
+   * kept whole (`outputs`) and shown as a preview.
+   */
   maxOutputBytes: positiveInt.default(100 * 1024),
   /** Executions running at once; more are queued. */
   maxConcurrent: positiveInt.default(4),
@@ -32,6 +35,19 @@ const LimitsSchema = z.object({
    * to the waiting principal with the fewest runs, so one caller cannot starve the others.
    */
   principalMaxConcurrent: z.number().int().min(0).default(0),
+}).strict();
+
+const OutputsSchema = z.object({
+  /**
+   * The largest stdout, stderr or return value kept whole when it passes `limits.maxOutputBytes`
+   * (the result shows a preview and links to it); printing past it stops the run. 0 keeps nothing:
+   * printing past `limits.maxOutputBytes` stops the run.
+   */
+  maxBytes: z.number().int().min(0).default(32 * 1024 * 1024),
+  /** What all kept outputs (and those of runs in progress) hold together; the oldest go first. */
+  maxTotalBytes: z.number().int().min(0).default(128 * 1024 * 1024),
+  /** How long an output is kept. */
+  ttlMs: positiveInt.default(900_000),
 }).strict();
 
 const SandboxSchema = z.object({
@@ -235,6 +251,7 @@ const SamplingSchema = z.object({
  */
 export const SettingsSchema = z.object({
   limits: LimitsSchema.prefault({}),
+  outputs: OutputsSchema.prefault({}),
   sandbox: SandboxSchema.prefault({}),
   permissions: PermissionsSchema.prefault({}),
   tools: ToolsSchema.prefault({}),

@@ -9,6 +9,7 @@
 import { abortError, type ExecutionErrorInfo } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { type Frame, FrameError, OutputBudget, OutputCapture } from "./frames.ts";
+import { keepParts, type RunOutputs } from "./output_store.ts";
 import type { ExecutionResult } from "./result.ts";
 
 const RSS_POLL_MS = 25;
@@ -35,6 +36,12 @@ export interface RunLimits {
    * Printing past it stops the run; a return value that does not fit fails it.
    */
   maxOutputBytes: number;
+  /**
+   * Where a part past `maxOutputBytes` is kept whole (the run's principal's share of the output
+   * store); the result then shows a preview of it and names it. Without it, printing past the cap
+   * stops the run and a return value that does not fit fails it.
+   */
+  keep?: RunOutputs;
   /** Aborting this kills the run (client cancellation, shutdown). */
   signal?: AbortSignal;
   /** Answers the code's requests (tool calls, discovery); without it they fail. */
@@ -173,6 +180,8 @@ export class Execution {
   #failure: ExecutionErrorInfo | undefined;
   #timedOut: ExecutionErrorInfo | undefined;
   #result: Reported | undefined;
+  /** The return value's JSON when it is kept rather than shown. */
+  #keptValue: { text: string; bytes: number } | undefined;
 
   /**
    * Prepares one run in a started child, with stdout and stderr drawing on one output budget;
@@ -185,8 +194,8 @@ export class Execution {
     this.#channel = channel;
     this.#options = options;
     this.#budget = new OutputBudget(options.maxOutputBytes);
-    this.#stdout = new OutputCapture(this.#budget);
-    this.#stderr = new OutputCapture(this.#budget);
+    this.#stdout = new OutputCapture(this.#budget, options.keep);
+    this.#stderr = new OutputCapture(this.#budget, options.keep);
   }
 
   /**
@@ -208,7 +217,11 @@ export class Execution {
       release();
       this.#channel.captureStderr(undefined);
     }
-    return this.#outcome(Math.round(performance.now() - started));
+    try {
+      return this.#outcome(Math.round(performance.now() - started));
+    } finally {
+      this.#options.keep?.release();
+    }
   }
 
   #stop(error: ExecutionErrorInfo): void {
@@ -217,11 +230,14 @@ export class Execution {
   }
 
   #overflow(stream: "stdout" | "stderr"): void {
-    this.#stop({
-      type: "OutputLimitError",
-      message:
-        `Output limit exceeded: ${stream} passed limits.maxOutputBytes (${this.#options.maxOutputBytes} bytes); print less (summarize, or return the data) or ask the admin to raise limits.maxOutputBytes`,
-    });
+    const capture = stream === "stdout" ? this.#stdout : this.#stderr;
+    const keep = this.#options.keep;
+    const message = capture.stopped === "maxBytes"
+      ? `Output limit exceeded: ${stream} passed outputs.maxBytes (${keep?.maxBytes} bytes), the most kept of one output; its first ${keep?.maxBytes} bytes are kept. Print less (summarize, or write the data to a file) or ask the admin to raise outputs.maxBytes`
+      : capture.stopped === "store"
+      ? `Output limit exceeded: ${stream} passed limits.maxOutputBytes and outputs.maxTotalBytes has no room left beside the outputs of runs in progress; print less, or retry when other runs have finished`
+      : `Output limit exceeded: ${stream} passed limits.maxOutputBytes (${this.#options.maxOutputBytes} bytes); print less (summarize, or return the data) or ask the admin to raise limits.maxOutputBytes`;
+    this.#stop({ type: "OutputLimitError", message });
   }
 
   /** Starts the timeout, the memory watchdog and the cancellation; returns their release. */
@@ -354,10 +370,16 @@ export class Execution {
     };
     // The value goes back to the client with the printed output, under one cap, or one run could
     // pass the message size clients accept.
-    const bytes = new TextEncoder().encode(JSON.stringify(frame.value) ?? "").length;
+    const json = JSON.stringify(frame.value) ?? "";
+    const bytes = new TextEncoder().encode(json).length;
     const budget = this.#budget;
     if (bytes <= budget.left) {
       budget.left -= bytes;
+      return;
+    }
+    const keep = this.#options.keep;
+    if (frame.ok === true && keep && bytes <= keep.maxBytes && keep.reserve(bytes)) {
+      this.#keptValue = { text: json, bytes };
       return;
     }
     const max = this.#options.maxOutputBytes;
@@ -425,17 +447,25 @@ export class Execution {
       error = { ...timedOut };
       if (result?.error?.traceback) error.traceback = result.error.traceback;
     }
-    const stderr = this.#stderr.text;
+    const keptValue = error ? undefined : this.#keptValue;
+    const shown = keepParts(options.keep, this.#budget.left, {
+      stdout: this.#stdout,
+      stderr: this.#stderr,
+      returnValue: keptValue,
+    }, options.cleanStderr);
     const out: ExecutionResult = {
       ok: !error && result?.ok === true,
-      stdout: this.#stdout.text,
-      stderr: options.cleanStderr ? options.cleanStderr(stderr) : stderr,
+      stdout: shown.stdout,
+      stderr: shown.stderr,
       durationMs,
       toolCalls: [],
     };
-    if (!error && result?.value !== undefined) out.returnValue = result.value;
+    if (!error && !keptValue && result?.value !== undefined) out.returnValue = result.value;
     if (error) out.error = options.cleanError ? options.cleanError(error) : error;
-    if (this.#stdout.truncated || this.#stderr.truncated) out.truncated = true;
+    if (this.#stdout.truncated || this.#stderr.truncated || shown.outputs.length > 0) {
+      out.truncated = true;
+    }
+    if (shown.outputs.length > 0) out.outputs = shown.outputs;
     return out;
   }
 }

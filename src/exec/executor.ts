@@ -31,6 +31,7 @@ import {
 import { PyChild } from "./py_sandbox.ts";
 import type { ExecutionResult } from "./result.ts";
 import { recordRun } from "./run_audit.ts";
+import { OutputStore, RunOutputs } from "./output_store.ts";
 import { removeStaleDirs, sandboxLocations } from "./runtime_files.ts";
 import type { RunLimits } from "./sandbox_process.ts";
 import { SessionStore } from "./sessions.ts";
@@ -82,6 +83,7 @@ export class Executor {
   #cacheDir: string;
   #python: Promise<PythonRuntime> | undefined;
   #sessions: SessionStore<PyChild>;
+  #outputs: OutputStore;
   #active = new Set<{ dispose(): Promise<void> }>();
   #disposing = new Set<Promise<unknown>>();
   #closing = new AbortController();
@@ -106,6 +108,7 @@ export class Executor {
     this.#admission = new Admission(settings);
     this.#approvalPolicy = new ApprovalPolicy(settings.approvals);
     this.#pending = new PendingApprovals(options.audit);
+    this.#outputs = new OutputStore(settings.outputs);
     this.#pool = new WarmPool(settings.sandbox.warmPool, () => this.#spawn({ preload: true }), log);
     this.#sessions = new SessionStore({
       ttlMs: settings.python.sessionTtlMs,
@@ -150,6 +153,11 @@ export class Executor {
   /** Calls refused for want of a person, and their one-time approvals (`approve_pending_calls`). */
   get pendingApprovals(): PendingApprovals {
     return this.#pending;
+  }
+
+  /** Outputs kept past their cap, for `resources/read`. */
+  get outputs(): OutputStore {
+    return this.#outputs;
   }
 
   /** The TypeScript warm pool, for benchmarks and tests. */
@@ -279,7 +287,9 @@ export class Executor {
     const signal = options.signal
       ? AbortSignal.any([options.signal, this.#closing.signal])
       : this.#closing.signal;
-    const release = await this.#admission.enter(options.principal ?? LOCAL_PRINCIPAL, signal);
+    const principal = options.principal ?? LOCAL_PRINCIPAL;
+    const release = await this.#admission.enter(principal, signal);
+    const outputs = new RunOutputs(this.#outputs, principal);
     let leased: Lease | undefined;
     const ended = new AbortController();
     try {
@@ -312,8 +322,10 @@ export class Executor {
         timeoutMs: Math.max(1, timeoutMs - Math.round(performance.now() - started)),
         reportedTimeoutMs: timeoutMs,
         maxOutputBytes: this.#settings.limits.maxOutputBytes,
+        keep: this.#outputs.maxBytes > 0 ? outputs : undefined,
         signal,
-        onRequest: (frame) => bridge.handle(frame),
+        // Reading a kept output is the principal's own data, not a tool call: no tool policy.
+        onRequest: (frame) => frame.op === "output" ? outputs.answer(frame) : bridge.handle(frame),
       });
       result.durationMs = Math.round(performance.now() - started);
       result.toolCalls = bridge.records;
@@ -323,6 +335,7 @@ export class Executor {
       return result;
     } finally {
       ended.abort();
+      outputs.release();
       release();
       leased?.done();
     }
@@ -454,5 +467,6 @@ export class Executor {
       ...[...this.#active].map((child) => child.dispose()),
     ]);
     await this.idle();
+    this.#outputs.close();
   }
 }

@@ -158,52 +158,150 @@ export class OutputBudget {
   }
 }
 
-/** Accumulates one output stream up to a byte cap, or up to what a shared budget has left. */
+/** Room to keep an output past the run's cap (a run's share of the output store). */
+export interface OutputReserve {
+  /** The largest output kept. */
+  readonly maxBytes: number;
+  /**
+   * Reserves room for more bytes of a kept output.
+   *
+   * @returns False when there is no room.
+   */
+  reserve(bytes: number): boolean;
+}
+
+/** Why a capture stopped taking text. */
+export type CaptureStop =
+  /** The run's cap, with nothing to keep the rest in. */
+  | "cap"
+  /** The largest output kept (`outputs.maxBytes`). */
+  | "maxBytes"
+  /** The store had no room (`outputs.maxTotalBytes`). */
+  | "store";
+
+/**
+ * Returns the longest head of a text that is at most `maxBytes` in UTF-8, cut on a character.
+ *
+ * @param text The text.
+ * @param maxBytes The most bytes.
+ * @returns The head.
+ */
+export function utf8Head(text: string, maxBytes: number): string {
+  let chars = Math.min(text.length, maxBytes);
+  // Do not leave half of a surrogate pair at the end.
+  if (chars < text.length && /[\uD800-\uDBFF]/.test(text[chars - 1] ?? "")) chars--;
+  const head = text.slice(0, chars);
+  const bytes = encoder.encode(head);
+  if (bytes.length <= maxBytes) return head;
+  let end = maxBytes;
+  while (end > 0 && (bytes[end] & 0xc0) === 0x80) end--;
+  return new TextDecoder().decode(bytes.subarray(0, end));
+}
+
+/**
+ * Accumulates one output stream up to a byte cap, or up to what a shared budget has left. With a
+ * reserve, a stream that passes what the budget has left is kept whole instead (up to the
+ * reserve's `maxBytes`), and gives its share of the budget back: the result shows a preview of it.
+ */
 export class OutputCapture {
   #parts: string[] = [];
   #budget: OutputBudget;
+  #reserve: OutputReserve | undefined;
+  #bytes = 0;
+  #kept = false;
   #truncated = false;
+  #stop: CaptureStop | undefined;
 
   /**
    * Creates an empty capture.
    *
    * @param limit The cap in UTF-8 bytes, or a budget shared with other captures.
+   * @param reserve Where a stream past the budget is kept whole; without it, it is cut.
    */
-  constructor(limit: number | OutputBudget) {
+  constructor(limit: number | OutputBudget, reserve?: OutputReserve) {
     this.#budget = typeof limit === "number" ? new OutputBudget(limit) : limit;
+    this.#reserve = reserve;
   }
 
   /**
    * Appends text, keeping what fits under the cap.
    *
    * @param text The text to add.
-   * @returns False once the cap has been passed.
+   * @returns False once the cap has been passed (the run is to be stopped).
    */
   add(text: string): boolean {
     if (this.#truncated) return false;
     const bytes = encoder.encode(text);
-    if (bytes.length <= this.#budget.left) {
+    if (!this.#kept && bytes.length <= this.#budget.left) {
       this.#parts.push(text);
       this.#budget.left -= bytes.length;
+      this.#bytes += bytes.length;
       return true;
     }
+    if (this.#reserve && this.#keepMore(text, bytes)) return true;
+    if (this.#kept) return false;
+    this.#stop ??= "cap";
     const room = this.#budget.left;
     // Cut on a character boundary: drop continuation bytes at the cut.
     let end = room;
     while (end > 0 && (bytes[end] & 0xc0) === 0x80) end--;
     this.#parts.push(new TextDecoder().decode(bytes.subarray(0, end)));
     this.#budget.left -= end;
+    this.#bytes += end;
     this.#truncated = true;
     return false;
   }
 
-  /** The captured text. */
+  /** Keeps text past the budget; false when it cannot (then the capture is cut). */
+  #keepMore(text: string, bytes: Uint8Array): boolean {
+    const reserve = this.#reserve!;
+    const fit = Math.max(0, Math.min(bytes.length, reserve.maxBytes - this.#bytes));
+    // The first time, the text captured so far is kept too.
+    const need = fit + (this.#kept ? 0 : this.#bytes);
+    if (need > 0 && !reserve.reserve(need)) {
+      // Not kept yet: the caller cuts it at the budget, as without a reserve.
+      this.#stop = "store";
+      if (this.#kept) this.#truncated = true;
+      return false;
+    }
+    if (!this.#kept) {
+      this.#kept = true;
+      this.#budget.left += this.#bytes;
+    }
+    this.#bytes += fit;
+    if (fit === bytes.length) {
+      this.#parts.push(text);
+      return true;
+    }
+    this.#parts.push(utf8Head(text, fit));
+    this.#stop = "maxBytes";
+    this.#truncated = true;
+    return false;
+  }
+
+  /** The captured text (all of it when kept). */
   get text(): string {
-    return this.#parts.join("");
+    if (this.#parts.length > 1) this.#parts = [this.#parts.join("")];
+    return this.#parts[0] ?? "";
+  }
+
+  /** Its size in UTF-8 bytes. */
+  get bytes(): number {
+    return this.#bytes;
   }
 
   /** Whether anything was cut. */
   get truncated(): boolean {
     return this.#truncated;
+  }
+
+  /** Whether the stream passed the budget and is kept whole (its bytes are reserved). */
+  get kept(): boolean {
+    return this.#kept;
+  }
+
+  /** Why the capture stopped taking text, once it has. */
+  get stopped(): CaptureStop | undefined {
+    return this.#stop;
   }
 }

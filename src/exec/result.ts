@@ -4,8 +4,10 @@
  * @module
  */
 import type { ExecutionErrorInfo } from "../errors.ts";
+import type { KeptOutput } from "./output_store.ts";
 
 export type { ExecutionErrorInfo } from "../errors.ts";
+export type { KeptOutput } from "./output_store.ts";
 
 /** One upstream tool call made by the code. */
 export interface ToolCallRecord {
@@ -31,9 +33,9 @@ export interface SamplingSummary {
 export interface ExecutionResult {
   /** Whether the code ran to completion without an error. */
   ok: boolean;
-  /** Captured standard output, capped at `limits.maxOutputBytes`. */
+  /** Captured standard output: whole, or a preview of it when it is in `outputs`. */
   stdout: string;
-  /** Captured standard error, capped at `limits.maxOutputBytes`. */
+  /** Captured standard error: whole, or a preview of it when it is in `outputs`. */
   stderr: string;
   /** The JSON-safe value of a top-level `return` (TypeScript) or last expression (Python). */
   returnValue?: unknown;
@@ -45,8 +47,13 @@ export interface ExecutionResult {
   toolCalls: ToolCallRecord[];
   /** Calls made past the ones in `toolCalls`, counted but not listed. */
   toolCallsOmitted?: number;
-  /** Set when stdout or stderr was cut at the cap. */
+  /** Set when stdout or stderr was cut at the cap, or a part is shown as a preview. */
   truncated?: boolean;
+  /**
+   * Parts that passed `limits.maxOutputBytes` and are kept whole for the run's principal (for
+   * `outputs.ttlMs`): read them with `resources/read` or `readOutput(id)` in a later run.
+   */
+  outputs?: KeptOutput[];
   /** Set when the code asked an LLM. */
   sampling?: SamplingSummary;
 }
@@ -70,7 +77,13 @@ export function renderResult(result: ExecutionResult): string {
       withoutMessageLine(result.error.traceback, result.error.message);
     if (traceback) parts.push(traceback);
   }
-  if (result.truncated) parts.push("[output truncated]");
+  for (const kept of result.outputs ?? []) {
+    const what = kept.part === "returnValue" ? "the return value (JSON)" : kept.part;
+    parts.push(
+      `[${what} kept whole: ${kept.bytes} bytes, ${kept.uri}; a later run reads it with readOutput("${kept.id}") / read_output(…)]`,
+    );
+  }
+  if (result.truncated && !result.outputs) parts.push("[output truncated]");
   const count = result.toolCalls.length + (result.toolCallsOmitted ?? 0);
   const calls = count ? `, ${count} tool calls` : "";
   const llm = result.sampling

@@ -68,6 +68,10 @@ export function recordRun(audit: AuditLog, entry: RunAuditEntry): void {
       stdout: encoder.encode(result.stdout).length,
       stderr: encoder.encode(result.stderr).length,
     },
+    // Which outputs the run kept, never their text: who holds an id can be traced to its run.
+    ...(result.outputs
+      ? { keptOutputs: result.outputs.map(({ id, part, bytes }) => ({ id, part, bytes })) }
+      : {}),
     ...(result.sampling ? { sampling: result.sampling } : {}),
   });
   for (const call of calls) {

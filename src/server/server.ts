@@ -18,6 +18,7 @@ import { toolSignature } from "../upstream/signatures.ts";
 import { SERVER_VERSION } from "../version.ts";
 import { offerApproveTool } from "./approve_tool.ts";
 import { clientChannel } from "./client_channel.ts";
+import { outputLinks, registerOutputResources } from "./kept_outputs.ts";
 
 /** Name and version reported to clients. */
 export const SERVER_INFO = { name: "code-executor", version: SERVER_VERSION } as const;
@@ -117,7 +118,9 @@ const SearchToolsInput = withoutDialect(
 );
 
 // Hand-written rather than derived from zod: this schema is in every client's context twice,
-// and the derived one (additionalProperties, nested item schemas) costs twice the tokens.
+// and the derived one (additionalProperties, nested item schemas) costs twice the tokens. Rare
+// fields (toolCallsOmitted, outputs: 14 tokens in tools/list) are left out, which the schema
+// allows; a kept output is also a resource_link in the content.
 // Built once per variant: compiling it takes ~0.5 ms, and HTTP's 2026-era requests each build a
 // server of their own.
 const executionOutputs = new Map<boolean, ReturnType<typeof buildExecutionOutput>>();
@@ -230,7 +233,10 @@ const RUN_ANNOTATIONS = {
 
 function toToolResult(result: ExecutionResult) {
   return {
-    content: [{ type: "text" as const, text: renderResult(result) }],
+    content: [
+      { type: "text" as const, text: renderResult(result) },
+      ...outputLinks(result.outputs),
+    ],
     structuredContent: result as unknown as Record<string, unknown>,
     isError: !result.ok,
   };
@@ -277,13 +283,14 @@ async function searchToolsText(
  */
 export function createServer(deps: ServerDeps): CodeExecutorServer {
   const server = new McpServer(SERVER_INFO, {
-    // Logging, prompts and resources are declared (empty) so that generic clients and the
-    // conformance suite find the standard methods answered.
+    // Logging and prompts are declared (empty) so that generic clients and the conformance suite
+    // find the standard methods answered; resources are the kept outputs (kept_outputs.ts).
     capabilities: { tools: { listChanged: true }, logging: {}, prompts: {}, resources: {} },
     instructions:
       "Write a short program instead of calling many tools: run_typescript runs it in a sandbox and returns only what it prints.",
   });
 
+  registerOutputResources(server, deps.executor.outputs);
   const adminPolicy = new ToolPolicy(deps.executor.settings.tools);
   const sampling = deps.executor.settings.sampling.enabled;
   const llm = sampling ? LLM_DESCRIPTION : "";

@@ -1,0 +1,97 @@
+/**
+ * Kept outputs as MCP resources: a result names each output it kept with a `resource_link`, and
+ * `resources/read` of `code-executor://output/<id>` returns the whole text to the principal whose
+ * run produced it (`local` on stdio, the token's over HTTP), and refuses anyone else.
+ * `resources/list` lists the caller's own kept outputs only.
+ *
+ * @module
+ */
+import {
+  type McpServer,
+  ProtocolError,
+  ProtocolErrorCode,
+  ResourceNotFoundError,
+  ResourceTemplate,
+  type ServerContext,
+} from "@modelcontextprotocol/server";
+import { CodeExecutorError } from "../errors.ts";
+import { LOCAL_PRINCIPAL } from "../exec/executor.ts";
+import { type KeptOutput, OUTPUT_URI_PREFIX, type OutputStore } from "../exec/output_store.ts";
+
+function principalOf(ctx: ServerContext): string {
+  return ctx.http?.authInfo?.clientId ?? LOCAL_PRINCIPAL;
+}
+
+function mimeType(output: KeptOutput): string {
+  return output.part === "returnValue" ? "application/json" : "text/plain";
+}
+
+function describe(output: KeptOutput): string {
+  return `The whole ${
+    output.part === "returnValue" ? "return value (JSON)" : output.part
+  } of a run, ${output.bytes} bytes, kept until ${output.expiresAt}; code reads it with readOutput("${output.id}") (Python: read_output)`;
+}
+
+/**
+ * The `resource_link` content items for the outputs a result kept.
+ *
+ * @param outputs The result's `outputs`.
+ * @returns One link each.
+ */
+export function outputLinks(outputs: KeptOutput[] | undefined): Array<{
+  type: "resource_link";
+  uri: string;
+  name: string;
+  description: string;
+  mimeType: string;
+  size: number;
+}> {
+  return (outputs ?? []).map((output) => ({
+    type: "resource_link" as const,
+    uri: output.uri,
+    name: `${output.part}-${output.id}`,
+    description: describe(output),
+    mimeType: mimeType(output),
+    size: output.bytes,
+  }));
+}
+
+/**
+ * Registers the kept outputs as a resource template on one server instance.
+ *
+ * @param server The server.
+ * @param store Where the outputs are kept.
+ * @internal It takes the MCP SDK's server type, which `deno doc --lint` takes for a private one
+ * (denoland/deno#27364); the SDK documents it.
+ */
+export function registerOutputResources(server: McpServer, store: OutputStore): void {
+  const template = new ResourceTemplate(`${OUTPUT_URI_PREFIX}{id}`, {
+    list: (ctx) => ({
+      resources: store.list(principalOf(ctx)).map((output) => ({
+        uri: output.uri,
+        name: `${output.part}-${output.id}`,
+        description: describe(output),
+        mimeType: mimeType(output),
+        size: output.bytes,
+      })),
+    }),
+  });
+  server.registerResource("kept-output", template, {
+    title: "Kept output",
+    description:
+      "The whole stdout, stderr or return value of a run that passed limits.maxOutputBytes; readable by the principal whose run produced it",
+  }, (uri, _variables, ctx) => {
+    try {
+      const output = store.read(uri.href, principalOf(ctx));
+      return {
+        contents: [{ uri: output.uri, mimeType: mimeType(output), text: output.text }],
+      };
+    } catch (error) {
+      if (!(error instanceof CodeExecutorError)) throw error;
+      if (error.type === "OutputNotFound") throw new ResourceNotFoundError(uri.href, error.message);
+      throw new ProtocolError(ProtocolErrorCode.InvalidParams, error.message, {
+        type: error.type,
+      });
+    }
+  });
+}
