@@ -227,6 +227,25 @@ const SamplingSchema = z.object({
   provider: ProviderSchema.optional(),
 }).strict();
 
+const PrivacySchema = z.object({
+  /** The kinds of personal data looked for (placeholders are named after them: `<email_1>`). */
+  categories: z.array(z.enum(["email", "phone", "card", "iban", "ssn", "ip"])).default([
+    "email",
+    "phone",
+    "card",
+    "iban",
+    "ssn",
+    "ip",
+  ]),
+  /** The region (ISO 3166) of phone numbers written without `+`. */
+  phoneRegion: z.string().regex(/^[A-Z]{2}$/, "must be an ISO 3166 code such as US").default("US"),
+  /**
+   * IP ranges (CIDR) that are never personal data; loopback, unspecified and the documentation
+   * ranges when unset.
+   */
+  ignoredIpRanges: z.array(z.string().min(1)).optional(),
+}).strict();
+
 /**
  * The schema of the settings object, with defaults.
  *
@@ -243,6 +262,7 @@ export const SettingsSchema = z.object({
   audit: AuditSchema.prefault({}),
   sampling: SamplingSchema.prefault({}),
   http: HttpSchema.prefault({}),
+  privacy: PrivacySchema.prefault({}),
   /** Directories under which callers may grant read or write access (`ALLOWED_PROJECTS`). */
   allowedProjects: z.array(z.string().min(1)).default([]),
 }).strict();
