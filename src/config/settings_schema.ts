@@ -244,6 +244,8 @@ const PrivacySchema = z.object({
    * ranges when unset.
    */
   ignoredIpRanges: z.array(z.string().min(1)).optional(),
+  /** Personal data in `llm.ask`/`llm.think` prompts and answers is redacted, like secrets. */
+  redactSampling: z.boolean().default(true),
 }).strict();
 
 /**

@@ -16,6 +16,8 @@ import type { AuditLog } from "../policy/audit.ts";
 import { ToolPolicy } from "../policy/tool_policy.ts";
 import { ApprovalPolicy, PendingApprovals } from "../policy/approvals.ts";
 import { createProviderBackend } from "../sampling/providers.ts";
+import type { PersonalDataDetector } from "../privacy/detect.ts";
+import { detectorFor, redactPersonalData } from "../privacy/redaction.ts";
 import { ClientSession } from "../sampling/session.ts";
 import type { SamplingBackend } from "../sampling/types.ts";
 import type { Hub } from "../upstream/hub.ts";
@@ -74,6 +76,7 @@ export class Executor {
   #hub: Hub | undefined;
   #audit: AuditLog | undefined;
   #fallback: SamplingBackend | undefined;
+  #personalData: PersonalDataDetector;
   #admission: Admission;
   #approvalPolicy: ApprovalPolicy;
   #pending: PendingApprovals;
@@ -95,6 +98,8 @@ export class Executor {
     cacheDir: string,
   ) {
     this.#settings = settings;
+    // First: an invalid `privacy` setting fails the start before any child is spawned.
+    this.#personalData = detectorFor(settings.privacy);
     this.#log = options.log;
     this.#hub = options.hub;
     this.#audit = options.audit;
@@ -295,6 +300,9 @@ export class Executor {
         executionId,
         signal: runSignal,
         elicitationTimeoutMs: timeoutMs,
+        ...(this.#settings.privacy.redactSampling
+          ? { scrubPersonalData: (text) => redactPersonalData(text, this.#personalData) }
+          : {}),
       });
       const hold = new RunHold();
       const gate = this.#approvalPolicy.mode === "off" ? undefined : new ApprovalGate({
