@@ -246,6 +246,17 @@ const PrivacySchema = z.object({
   ignoredIpRanges: z.array(z.string().min(1)).optional(),
   /** Personal data in `llm.ask`/`llm.think` prompts and answers is redacted, like secrets. */
   redactSampling: z.boolean().default(true),
+  /**
+   * Personal data in what a run returns to the model is replaced by placeholders (`<email_1>`),
+   * which the host turns back into the values in tool-call arguments.
+   */
+  tokenize: z.boolean().default(false),
+  /** Upstream servers whose results sandbox code sees with the real values (tokenize only). */
+  rawServers: z.array(z.string().min(1)).default([]),
+  /** How long a placeholder lives after its last use. */
+  ttlMs: positiveInt.default(3_600_000),
+  /** Placeholders kept per principal; the least recently used go first. */
+  maxValuesPerPrincipal: positiveInt.default(10_000),
 }).strict();
 
 /**
