@@ -119,6 +119,36 @@ Deno.test("privacy.tokenize: the model sees placeholders, the host puts the valu
   });
 });
 
+Deno.test("privacy.tokenize holds for Python: call_mcp_tool results and printed output carry placeholders", async () => {
+  await withTempDir("ce-privacy-", async (dir) => {
+    const memoryFile = join(dir, "memory.jsonl");
+    const server = await startServer({
+      settings: SETTINGS,
+      upstream: { memory: npmServer(MEMORY, { env: { MEMORY_FILE_PATH: memoryFile } }) },
+    });
+    try {
+      assertEquals((await server.runTs(SEED)).error, undefined);
+      const result = await server.runPy(`import json
+r = await call_mcp_tool("mcp__memory__read_graph", {})
+graph = json.loads(r) if isinstance(r, str) else r
+jane = [e for e in graph["entities"] if e["name"] == "Customer Jane"][0]
+print(jane["observations"][0])
+await call_mcp_tool("mcp__memory__add_observations", {"observations": [
+    {"entityName": "Customer Jane", "contents": ["python wrote " + jane["observations"][0]]},
+]})
+jane["observations"]`);
+      assertEquals(result.error, undefined, JSON.stringify(result));
+      assertNoPersonalData(JSON.stringify(result));
+      assertMatch(result.stdout, /^email <email_\d+>\n$/);
+      assert(
+        (await Deno.readTextFile(memoryFile)).includes(`python wrote email ${CUSTOMERS[0].email}`),
+      );
+    } finally {
+      await server.close();
+    }
+  });
+});
+
 Deno.test("privacy.rawServers: the code sees the real values, the model still sees placeholders", async () => {
   await withTempDir("ce-privacy-", async (dir) => {
     const server = await startServer({
