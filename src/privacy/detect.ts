@@ -238,7 +238,8 @@ export class PersonalDataDetector {
     const on = (c: PersonalDataCategory) => this.#categories.has(c);
     // The category patterns only run on small windows around what they need (an `@`, a run of
     // digits, colons, two capitals and two digits): over the whole text their look-behinds cost
-    // about 0.5 s a megabyte, the windows about 10 ms (bench/privacy.ts).
+    // about 0.5 s a megabyte of ordinary text, against 50 to 150 ms for all of find() on windows,
+    // most of it in the phone parse (bench/privacy.ts, bench/RESULTS.md "Privacy").
     if (on("email")) this.#emails(text, found);
     if (on("iban")) {
       for (const m of text.matchAll(IBAN_START)) {
@@ -300,7 +301,7 @@ export class PersonalDataDetector {
       scan(text, from, to, start, PHONE, (v, at) => {
         const digits = v.replace(/\D/g, "").length;
         if (digits < 7 || digits > 15) return;
-        // The parse costs ~40 µs: a national number must first have one of its region's lengths.
+        // The parse costs 15 to 40 µs: a national number must first have one of its region's lengths.
         if (!v.startsWith("+") && !this.#phoneLengths.has(digits)) return;
         // Nor is a national number written with a one-digit group past its first (`203.0.113.9`,
         // a version, a build), nor as four dotted groups of at most three digits (an address).
