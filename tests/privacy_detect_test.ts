@@ -52,6 +52,7 @@ Deno.test("PersonalDataDetector finds at least 95% of each category of a labelle
 Deno.test("PersonalDataDetector tells personal data from look-alikes", () => {
   const yes: Array<[string, string]> = [
     ["mail jane.doe+x@mail.example.co.uk now", "email:jane.doe+x@mail.example.co.uk"],
+    ["MAIL JANE.DOE@EXAMPLE.ORG", "email:JANE.DOE@EXAMPLE.ORG"],
     ["call (415) 555-2671 today", "phone:(415) 555-2671"],
     ["tel +44 20 7946 0958", "phone:+44 20 7946 0958"],
     ["visa 4111 1111 1111 1111", "card:4111 1111 1111 1111"],

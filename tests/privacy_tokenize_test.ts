@@ -99,6 +99,15 @@ Deno.test("privacy.tokenize: the model sees placeholders, the host puts the valu
         console.log(jane.observations.at(-1));`);
       assertEquals(third.stdout.trim(), `contacted at ${email}, also ${phone}`);
 
+      // progress() messages reach the client with the placeholders too.
+      const events: string[] = [];
+      const progressed = await server.client.callTool({
+        name: "run_typescript",
+        arguments: { code: `await progress(1, 2, "mailing ${CUSTOMERS[0].email}");` },
+      }, { onprogress: (p) => events.push(p.message ?? "") });
+      assertEquals(progressed.isError, false);
+      assertEquals(events, [`1/2 mailing ${email}`]);
+
       // A placeholder this caller was never given fails the call, and nothing is written.
       const unknown = await server.runTs(
         `await callMCPTool("mcp__memory__add_observations", { observations: [
@@ -166,6 +175,16 @@ Deno.test("privacy.rawServers: the code sees the real values, the model still se
       assertEquals(result.error, undefined);
       assertEquals(result.returnValue, true);
       assertMatch(result.stdout, /^email <email_\d+>\n$/);
+
+      // The documented limit (SECURITY.md): code holding a real value can print it in a form the
+      // detector does not know. An upper-cased address is still caught; a split one is not.
+      const transformed = await server.runTs(`${READ}
+        const email = graph.entities[0].observations[0].slice(6);
+        console.log(email.toUpperCase());
+        console.log(email.split("@").join(" at "));`);
+      const [upper, split] = transformed.stdout.trim().split("\n");
+      assertMatch(upper, /^<email_\d+>$/);
+      assertEquals(split, CUSTOMERS[0].email.replace("@", " at "));
     } finally {
       await server.close();
     }

@@ -18,7 +18,7 @@ import { ApprovalPolicy, PendingApprovals } from "../policy/approvals.ts";
 import { createProviderBackend } from "../sampling/providers.ts";
 import type { PersonalDataDetector } from "../privacy/detect.ts";
 import { detectorFor, redactPersonalData } from "../privacy/redaction.ts";
-import { RunTokenizer } from "../privacy/tokenizer.ts";
+import { RunTokenizer, tokenizedProgress } from "../privacy/tokenizer.ts";
 import { PlaceholderVault } from "../privacy/vault.ts";
 import { ClientSession } from "../sampling/session.ts";
 import type { SamplingBackend } from "../sampling/types.ts";
@@ -311,7 +311,10 @@ export class Executor {
       const client = new ClientSession({
         settings: this.#settings.sampling,
         caps,
-        channel: options.client,
+        // progress() messages reach the client, and through it maybe the model.
+        channel: tokenizer && options.client?.progress
+          ? { ...options.client, progress: tokenizedProgress(options.client.progress, tokenizer) }
+          : options.client,
         fallback: this.#fallback,
         audit: this.#audit,
         executionId,

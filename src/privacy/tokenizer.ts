@@ -80,3 +80,17 @@ export class RunTokenizer {
     );
   }
 }
+
+/**
+ * Wraps a progress sender so that what it sends has placeholders.
+ *
+ * @param send Sends one progress message to the client.
+ * @param tokenizer The run's tokenizer.
+ * @returns The wrapped sender.
+ */
+export function tokenizedProgress(
+  send: (message: string) => void,
+  tokenizer: RunTokenizer,
+): (message: string) => void {
+  return (message) => send(tokenizer.text(message));
+}
