@@ -9,8 +9,7 @@
  * @module
  */
 import { isIPv4, isIPv6 } from "node:net";
-import { isSupportedCountry, Metadata, parsePhoneNumberFromString } from "libphonenumber-js/max";
-import type { CountryCode } from "libphonenumber-js/max";
+import { PhoneNumbers } from "./phone.ts";
 
 /** The kinds of personal data found; each is also the word of its placeholder (`<email_1>`). */
 export const PERSONAL_DATA_CATEGORIES = ["email", "phone", "card", "iban", "ssn", "ip"] as const;
@@ -67,7 +66,6 @@ const SSN = /(?<![\w.\-/:])(\d{3})([- ])(\d{2})\2(\d{4})(?![\w.\-/:])/g;
 const IPV4 =
   /(?<![\w.\-@:/])(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}(?![\w.]|-\d)/g;
 const IPV6 = /(?<![\w:.])(?=[0-9A-Fa-f:]*::|(?:[0-9A-Fa-f]{1,4}:){7})[0-9A-Fa-f:.]{3,45}(?![\w:])/g;
-const DOTTED_QUAD = /^\d{1,3}(?:\.\d{1,3}){3}$/;
 const LOCAL_CHAR = /[A-Za-z0-9._%+-]/;
 const DOMAIN_CHAR = /[A-Za-z0-9.-]/;
 // Words right before a dotted quad that make it a version, not an address.
@@ -201,8 +199,7 @@ function inRanges(ip: string, ranges: readonly Cidr[]): boolean {
  */
 export class PersonalDataDetector {
   #categories: ReadonlySet<PersonalDataCategory>;
-  #region: CountryCode;
-  #phoneLengths: ReadonlySet<number>;
+  #phones: PhoneNumbers;
   #ignored: Cidr[];
 
   /**
@@ -213,17 +210,7 @@ export class PersonalDataDetector {
    */
   constructor(options: DetectOptions = {}) {
     this.#categories = new Set(options.categories ?? PERSONAL_DATA_CATEGORIES);
-    this.#region = (options.phoneRegion ?? "US").toUpperCase() as CountryCode;
-    const metadata = new Metadata();
-    if (!isSupportedCountry(this.#region)) {
-      throw new TypeError(
-        `Unknown phone region "${this.#region}": expected an ISO 3166 country code such as US`,
-      );
-    }
-    metadata.selectNumberingPlan(this.#region);
-    // A national prefix (`1`, `0`) may come before the national number.
-    const lengths = metadata.numberingPlan?.possibleLengths() ?? [];
-    this.#phoneLengths = new Set(lengths.flatMap((n) => [n, n + 1]));
+    this.#phones = new PhoneNumbers(options.phoneRegion ?? "US");
     this.#ignored = (options.ignoredIpRanges ?? DEFAULT_IGNORED_IP_RANGES).map(parseCidr);
   }
 
@@ -238,8 +225,8 @@ export class PersonalDataDetector {
     const on = (c: PersonalDataCategory) => this.#categories.has(c);
     // The category patterns only run on small windows around what they need (an `@`, a run of
     // digits, colons, two capitals and two digits): over the whole text their look-behinds cost
-    // about 0.5 s a megabyte of ordinary text, against 50 to 150 ms for all of find() on windows,
-    // most of it in the phone parse (bench/privacy.ts, bench/RESULTS.md "Privacy").
+    // about 0.5 s a megabyte of ordinary text, against 25 to 55 ms for all of find() on windows
+    // (bench/privacy.ts, bench/RESULTS.md "Privacy").
     if (on("email")) this.#emails(text, found);
     if (on("iban")) {
       for (const m of text.matchAll(IBAN_START)) {
@@ -299,20 +286,7 @@ export class PersonalDataDetector {
     }
     if (digits >= 7 && this.#categories.has("phone")) {
       scan(text, from, to, start, PHONE, (v, at) => {
-        const digits = v.replace(/\D/g, "").length;
-        if (digits < 7 || digits > 15) return;
-        // The parse costs 15 to 40 µs: a national number must first have one of its region's lengths.
-        if (!v.startsWith("+") && !this.#phoneLengths.has(digits)) return;
-        // Nor is a national number written with a one-digit group past its first (`203.0.113.9`,
-        // a version, a build), nor as four dotted groups of at most three digits (an address).
-        if (!v.startsWith("+") && (/[ .-]\d(?!\d)/.test(v) || DOTTED_QUAD.test(v))) return;
-        const phone = parsePhoneNumberFromString(v, this.#region);
-        if (!phone?.isValid()) return;
-        // Written without `+`, a number must be grouped as its region writes it: a port range
-        // (`25654-38420`) or an amount can be a valid number's digits, never in that grouping.
-        if (v.startsWith("+") || sameGroups(v, phone.formatNational())) {
-          found.push(match("phone", at, v));
-        }
+        if (this.#phones.test(v)) found.push(match("phone", at, v));
       });
     }
   }
@@ -392,11 +366,6 @@ function scan(
     if (m[0].length === 0) pattern.lastIndex++;
     else if (m.index + offset >= min) report(m[0], m.index + offset, m);
   }
-}
-
-function sameGroups(written: string, national: string): boolean {
-  const groups = (text: string) => text.match(/\d+/g)?.map((g) => g.length).join() ?? "";
-  return groups(written) === groups(national);
 }
 
 function withoutOverlaps(found: PersonalDataMatch[]): PersonalDataMatch[] {
