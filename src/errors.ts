@@ -127,6 +127,11 @@ export const ERROR_TYPES = {
     meaning: "The tool is refused by tools.allow, tools.deny, allowedTools or the call cap",
     change: "Call a tool the policy allows; batch the work or split it across runs",
   },
+  PlaceholderError: {
+    meaning:
+      "A tool call's arguments hold a placeholder (`<email_1>`) this caller was never given, or one that expired",
+    change: "Run the code that printed it again and use the placeholder it prints now",
+  },
   ToolValidationError: {
     meaning: "The arguments do not match the tool's input schema",
     change: "Fix the arguments; getToolSchema(name) shows the schema",

@@ -99,6 +99,8 @@ export const ENV_OVERRIDES: ReadonlyArray<[string, string[], EnvParser]> = [
     (raw) => raw.trim().toLowerCase(),
   ],
   ["CODE_EXECUTOR_AI_MODEL", ["sampling", "provider", "model"], (raw) => raw],
+  ["CODE_EXECUTOR_PRIVACY_REDACT_SAMPLING", ["privacy", "redactSampling"], toBool],
+  ["CODE_EXECUTOR_PRIVACY_TOKENIZE", ["privacy", "tokenize"], toBool],
   ["CODE_EXECUTOR_HTTP_HOST", ["http", "host"], (raw) => raw],
   ["CODE_EXECUTOR_HTTP_PORT", ["http", "port"], toInt],
   ["CODE_EXECUTOR_HTTP_PATH", ["http", "path"], (raw) => raw],

@@ -243,6 +243,38 @@ const SamplingSchema = z.object({
   provider: ProviderSchema.optional(),
 }).strict();
 
+const PrivacySchema = z.object({
+  /** The kinds of personal data looked for (placeholders are named after them: `<email_1>`). */
+  categories: z.array(z.enum(["email", "phone", "card", "iban", "ssn", "ip"])).default([
+    "email",
+    "phone",
+    "card",
+    "iban",
+    "ssn",
+    "ip",
+  ]),
+  /** The region (ISO 3166) of phone numbers written without `+`. */
+  phoneRegion: z.string().regex(/^[A-Z]{2}$/, "must be an ISO 3166 code such as US").default("US"),
+  /**
+   * IP ranges (CIDR) that are never personal data; loopback, unspecified and the documentation
+   * ranges when unset.
+   */
+  ignoredIpRanges: z.array(z.string().min(1)).optional(),
+  /** Personal data in `llm.ask`/`llm.think` prompts and answers is redacted, like secrets. */
+  redactSampling: z.boolean().default(true),
+  /**
+   * Personal data in what a run returns to the model is replaced by placeholders (`<email_1>`),
+   * which the host turns back into the values in tool-call arguments.
+   */
+  tokenize: z.boolean().default(false),
+  /** Upstream servers whose results sandbox code sees with the real values (tokenize only). */
+  rawServers: z.array(z.string().min(1)).default([]),
+  /** How long a placeholder lives after its last use. */
+  ttlMs: positiveInt.default(3_600_000),
+  /** Placeholders kept per principal; the least recently used go first. */
+  maxValuesPerPrincipal: positiveInt.default(10_000),
+}).strict();
+
 /**
  * The schema of the settings object, with defaults.
  *
@@ -260,6 +292,7 @@ export const SettingsSchema = z.object({
   audit: AuditSchema.prefault({}),
   sampling: SamplingSchema.prefault({}),
   http: HttpSchema.prefault({}),
+  privacy: PrivacySchema.prefault({}),
   /** Directories under which callers may grant read or write access (`ALLOWED_PROJECTS`). */
   allowedProjects: z.array(z.string().min(1)).default([]),
 }).strict();

@@ -16,6 +16,10 @@ import type { AuditLog } from "../policy/audit.ts";
 import { ToolPolicy } from "../policy/tool_policy.ts";
 import { ApprovalPolicy, PendingApprovals } from "../policy/approvals.ts";
 import { createProviderBackend } from "../sampling/providers.ts";
+import type { PersonalDataDetector } from "../privacy/detect.ts";
+import { detectorFor, redactPersonalData } from "../privacy/redaction.ts";
+import { RunTokenizer, tokenizedProgress } from "../privacy/tokenizer.ts";
+import { PlaceholderVault } from "../privacy/vault.ts";
 import { ClientSession } from "../sampling/session.ts";
 import type { SamplingBackend } from "../sampling/types.ts";
 import type { Hub } from "../upstream/hub.ts";
@@ -29,7 +33,7 @@ import {
   startPythonRuntime,
 } from "./py_runtime.ts";
 import { PyChild } from "./py_sandbox.ts";
-import type { ExecutionResult } from "./result.ts";
+import { type ExecutionResult, tokenizeResult } from "./result.ts";
 import { recordRun } from "./run_audit.ts";
 import { OutputStore, RunOutputs } from "./output_store.ts";
 import { removeStaleDirs, sandboxLocations } from "./runtime_files.ts";
@@ -75,6 +79,9 @@ export class Executor {
   #hub: Hub | undefined;
   #audit: AuditLog | undefined;
   #fallback: SamplingBackend | undefined;
+  #personalData: PersonalDataDetector;
+  /** Placeholders of every principal (`privacy.tokenize`); kept in this process only. */
+  #placeholders: PlaceholderVault | undefined;
   #admission: Admission;
   #approvalPolicy: ApprovalPolicy;
   #pending: PendingApprovals;
@@ -97,6 +104,9 @@ export class Executor {
     cacheDir: string,
   ) {
     this.#settings = settings;
+    // First: an invalid `privacy` setting fails the start before any child is spawned.
+    this.#personalData = detectorFor(settings.privacy);
+    if (settings.privacy.tokenize) this.#placeholders = new PlaceholderVault(settings.privacy);
     this.#log = options.log;
     this.#hub = options.hub;
     this.#audit = options.audit;
@@ -233,19 +243,30 @@ export class Executor {
     lease: (granted: GrantedPermissions, deadline: Deadline) => Promise<Lease>,
   ): Promise<ExecutionResult> {
     const executionId = crypto.randomUUID();
+    const tokenizer = this.#placeholders && new RunTokenizer({
+      vault: this.#placeholders,
+      principal: options.principal ?? LOCAL_PRINCIPAL,
+      detector: this.#personalData,
+      rawServers: this.#settings.privacy.rawServers,
+    });
     this.#running++;
     let result: ExecutionResult;
     try {
-      result = await this.#guard(() => this.#execute(code, options, lease, executionId));
+      result = await this.#guard(() => this.#execute(code, options, lease, executionId, tokenizer));
     } finally {
       if (--this.#running === 0) { for (const resolve of this.#settled.splice(0)) resolve(); }
     }
+    if (tokenizer) result = tokenizeResult(result, tokenizer);
     if (this.#audit) {
       recordRun(this.#audit, {
         executionId,
         language,
         code,
         includeCode: this.#settings.audit.includeCode,
+        // The values the code itself holds are written down as the placeholders the model sees.
+        ...(tokenizer && this.#settings.audit.includeCode
+          ? { recordedCode: tokenizer.text(code) }
+          : {}),
         principal: options.principal ?? LOCAL_PRINCIPAL,
         session: options.session,
         allowedTools: options.allowedTools ?? this.#settings.tools.allow,
@@ -277,6 +298,7 @@ export class Executor {
     options: RunOptions,
     lease: (granted: GrantedPermissions, deadline: Deadline) => Promise<Lease>,
     executionId: string,
+    tokenizer: RunTokenizer | undefined,
   ): Promise<ExecutionResult> {
     if (this.#closing.signal.aborted) {
       throw new CodeExecutorError("ShuttingDown", "The server is shutting down");
@@ -299,12 +321,18 @@ export class Executor {
       const client = new ClientSession({
         settings: this.#settings.sampling,
         caps,
-        channel: options.client,
+        // progress() messages reach the client, and through it maybe the model.
+        channel: tokenizer && options.client?.progress
+          ? { ...options.client, progress: tokenizedProgress(options.client.progress, tokenizer) }
+          : options.client,
         fallback: this.#fallback,
         audit: this.#audit,
         executionId,
         signal: runSignal,
         elicitationTimeoutMs: timeoutMs,
+        ...(this.#settings.privacy.redactSampling
+          ? { scrubPersonalData: (text) => redactPersonalData(text, this.#personalData) }
+          : {}),
       });
       const hold = new RunHold();
       const gate = this.#approvalPolicy.mode === "off" ? undefined : new ApprovalGate({
@@ -316,7 +344,15 @@ export class Executor {
         executionId,
         signal: runSignal,
       });
-      const bridge = new ToolBridge(this.#hub, policy, this.#settings, runSignal, client, gate);
+      const bridge = new ToolBridge(
+        this.#hub,
+        policy,
+        this.#settings,
+        runSignal,
+        client,
+        gate,
+        tokenizer,
+      );
       const result = await leased.run({
         hold,
         timeoutMs: Math.max(1, timeoutMs - Math.round(performance.now() - started)),

@@ -4,6 +4,7 @@
  * @module
  */
 import type { ExecutionErrorInfo } from "../errors.ts";
+import type { RunTokenizer } from "../privacy/tokenizer.ts";
 import type { KeptOutput } from "./output_store.ts";
 
 export type { ExecutionErrorInfo } from "../errors.ts";
@@ -56,6 +57,30 @@ export interface ExecutionResult {
   outputs?: KeptOutput[];
   /** Set when the code asked an LLM. */
   sampling?: SamplingSummary;
+}
+
+/**
+ * Replaces personal data by placeholders in everything of a result the model reads: output,
+ * return value, error message and traceback (`privacy.tokenize`).
+ *
+ * @param result The execution result.
+ * @param tokenizer The run's tokenizer.
+ * @returns The result with placeholders.
+ */
+export function tokenizeResult(result: ExecutionResult, tokenizer: RunTokenizer): ExecutionResult {
+  const out: ExecutionResult = {
+    ...result,
+    stdout: tokenizer.text(result.stdout),
+    stderr: tokenizer.text(result.stderr),
+  };
+  if (result.returnValue !== undefined) out.returnValue = tokenizer.value(result.returnValue);
+  if (result.error) {
+    out.error = { ...result.error, message: tokenizer.text(result.error.message) };
+    if (result.error.traceback !== undefined) {
+      out.error.traceback = tokenizer.text(result.error.traceback);
+    }
+  }
+  return out;
 }
 
 /**

@@ -27,6 +27,8 @@ export interface RunAuditEntry {
   code: string;
   /** Record the code itself (`audit.includeCode`). */
   includeCode: boolean;
+  /** The code as recorded, when not `code` itself (placeholders for personal data). */
+  recordedCode?: string;
   /** The Python session, if any. */
   session?: string;
   /** The globs of tools the run could call. */
@@ -56,7 +58,7 @@ export function recordRun(audit: AuditLog, entry: RunAuditEntry): void {
     language: entry.language,
     ...(entry.session ? { session: entry.session } : {}),
     codeSha256: sha256Hex(entry.code),
-    ...(entry.includeCode ? { code: entry.code } : {}),
+    ...(entry.includeCode ? { code: entry.recordedCode ?? entry.code } : {}),
     allowedTools: entry.allowedTools,
     deniedTools: entry.deniedTools,
     toolCalls: calls.map((c) => ({ name: c.name, ok: c.ok, ms: c.durationMs })),

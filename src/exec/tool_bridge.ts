@@ -8,6 +8,7 @@
  */
 import type { Settings } from "../config/settings.ts";
 import type { ToolPolicy } from "../policy/tool_policy.ts";
+import type { RunTokenizer } from "../privacy/tokenizer.ts";
 import type { ClientSession } from "../sampling/session.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { UpstreamMessageTooLarge } from "../upstream/message_lines.ts";
@@ -77,6 +78,7 @@ export class ToolBridge {
   #signal: AbortSignal | undefined;
   #client: ClientSession | undefined;
   #gate: ApprovalGate | undefined;
+  #tokenizer: RunTokenizer | undefined;
   #calls = 0;
   #omitted = 0;
   /** The first {@linkcode MAX_TOOL_CALL_RECORDS} calls, in the order they finished. */
@@ -96,6 +98,8 @@ export class ToolBridge {
    * @param signal Aborted when the execution ends.
    * @param client Answers `sample`, `elicit` and `progress`, and reports tool calls as progress.
    * @param gate Asks a person before calls that need approval (`approvals`).
+   * @param tokenizer Placeholders for personal data (`privacy.tokenize`): values back in
+   * arguments, placeholders in results and in every error the code sees.
    */
   constructor(
     hub: Hub | undefined,
@@ -104,6 +108,7 @@ export class ToolBridge {
     signal?: AbortSignal,
     client?: ClientSession,
     gate?: ApprovalGate,
+    tokenizer?: RunTokenizer,
   ) {
     this.#hub = hub;
     this.#policy = policy;
@@ -111,6 +116,7 @@ export class ToolBridge {
     this.#signal = signal;
     this.#client = client;
     this.#gate = gate;
+    this.#tokenizer = tokenizer;
   }
 
   /**
@@ -123,11 +129,13 @@ export class ToolBridge {
     try {
       return { ok: true, value: await this.#dispatch(frame) };
     } catch (error) {
-      if (error instanceof CodeExecutorError) return error.toReply();
-      return {
+      const reply: BridgeReply = error instanceof CodeExecutorError ? error.toReply() : {
         ok: false,
         error: { type: "ToolCallError", message: (error as Error).message ?? String(error) },
       };
+      // A tool's error or a schema message may quote the values the arguments were given.
+      if (this.#tokenizer) reply.error.message = this.#tokenizer.text(reply.error.message);
+      return reply;
     }
   }
 
@@ -234,7 +242,10 @@ export class ToolBridge {
     this.#calls++;
     const entry = await hub.catalog.lookup(name);
     const args = argsObject(rawArgs, name);
-    const invalid = hub.catalog.validator(entry)(args);
+    // The values go in place of the placeholders here, in the host: the schema sees the values,
+    // while the person asked to approve (whose answer may reach the model) sees the placeholders.
+    const values = this.#tokenizer ? this.#tokenizer.resolveArgs(args, name) : args;
+    const invalid = hub.catalog.validator(entry)(values);
     if (invalid) throw new CodeExecutorError("ToolValidationError", invalid);
     // After the allowlists and the schema, before the rate limit and the call: a person is asked
     // only about a call that would otherwise be made, and a refused one costs no rate.
@@ -249,7 +260,7 @@ export class ToolBridge {
       );
     }
     this.#client?.toolCall(name);
-    const result = await hub.pool.callTool(entry.server, entry.name, args, {
+    const result = await hub.pool.callTool(entry.server, entry.name, values, {
       timeoutMs: hub.pool.config(entry.server)?.timeoutMs ?? tools.callTimeoutMs,
       signal: this.#signal,
     }).catch((error) => {
@@ -268,6 +279,7 @@ export class ToolBridge {
         `The result of ${name} is ${size} bytes, more than tools.maxResultBytes (${tools.maxResultBytes}); ask the tool for less (paging, filters)`,
       );
     }
-    return value;
+    const tokenizer = this.#tokenizer;
+    return tokenizer && !tokenizer.raw(entry.server) ? tokenizer.value(value) : value;
   }
 }

@@ -46,6 +46,11 @@ export interface ClientSessionOptions {
   signal: AbortSignal;
   /** How long a question to the user may wait (the run's own deadline still applies). */
   elicitationTimeoutMs: number;
+  /**
+   * Takes personal data out of a prompt or an answer (`privacy.redactSampling`), after secrets
+   * are redacted; none leaves personal data as it is.
+   */
+  scrubPersonalData?: (text: string) => string;
 }
 
 /** The client-facing requests of one execution. */
@@ -163,13 +168,11 @@ export class ClientSession {
     }
     const checked = checkSampling(raw, settings.allowedSystemPrompts);
     const backend = this.#backend();
-    const messages = checked.messages.map((m) => ({
-      role: m.role,
-      content: redactText(m.content),
-    }));
+    const scrub = this.#scrub;
+    const messages = checked.messages.map((m) => ({ role: m.role, content: scrub(m.content) }));
     const systemPrompt = checked.systemPrompt === undefined
       ? undefined
-      : redactText(checked.systemPrompt);
+      : scrub(checked.systemPrompt);
     const inputTokens = estimateTokens(
       messages.map((m) => m.content).join("\n") + (systemPrompt ?? ""),
     );
@@ -198,15 +201,22 @@ export class ClientSession {
       clearTimeout(timer);
       this.#budget.settle(inputTokens + maxTokens, response?.usage);
     }
-    this.#record(backend, request, round, performance.now() - started, response, failure);
+    const answer = response && scrub(response.text);
+    this.#record(backend, request, round, performance.now() - started, answer, response, failure);
     if (failure || !response) throw failure;
     return {
-      text: redactText(response.text),
+      text: answer,
       model: response.model,
       stopReason: response.stopReason,
       usage: { ...response.usage },
     };
   }
+
+  /** Secrets, then personal data when the admin asks for it. */
+  #scrub = (text: string): string => {
+    const redacted = redactText(text);
+    return this.#options.scrubPersonalData?.(redacted) ?? redacted;
+  };
 
   #failure(error: unknown, backend: SamplingBackend, timedOut: boolean): CodeExecutorError {
     if (timedOut) {
@@ -238,6 +248,7 @@ export class ClientSession {
     request: SamplingRequest,
     round: number,
     ms: number,
+    answer: string | undefined,
     response: SamplingResponse | undefined,
     failure: CodeExecutorError | undefined,
   ): void {
@@ -258,7 +269,7 @@ export class ClientSession {
         ? {
           systemPrompt: request.systemPrompt ?? null,
           messages: redact(request.messages),
-          ...(response ? { answer: response.text } : {}),
+          ...(answer !== undefined ? { answer } : {}),
         }
         : {}),
     });

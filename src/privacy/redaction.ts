@@ -1,0 +1,38 @@
+/**
+ * The detector the admin's `privacy` settings describe, and redaction of personal data (for
+ * `llm.*` prompts and answers, `privacy.redactSampling`).
+ *
+ * @module
+ */
+import type { Settings } from "../config/settings.ts";
+import { PersonalDataDetector, replaceMatches } from "./detect.ts";
+
+/**
+ * Builds the detector of the admin's `privacy` settings.
+ *
+ * @param settings The `privacy` settings.
+ * @returns A detector for the chosen categories, phone region and ignored IP ranges.
+ * @throws {TypeError} When an IP range or the phone region is invalid.
+ */
+export function detectorFor(settings: Settings["privacy"]): PersonalDataDetector {
+  return new PersonalDataDetector({
+    categories: settings.categories,
+    phoneRegion: settings.phoneRegion,
+    ignoredIpRanges: settings.ignoredIpRanges,
+  });
+}
+
+/**
+ * Replaces each piece of personal data by `[REDACTED <category>]`.
+ *
+ * @param text Any text.
+ * @param detector What counts as personal data.
+ * @returns The text without personal data.
+ * @example
+ * ```ts ignore
+ * redactPersonalData("mail jane@example.org", detector); // "mail [REDACTED email]"
+ * ```
+ */
+export function redactPersonalData(text: string, detector: PersonalDataDetector): string {
+  return replaceMatches(text, detector.find(text), (m) => `[REDACTED ${m.category}]`);
+}
