@@ -185,6 +185,19 @@ Deno.test("privacy.rawServers: the code sees the real values, the model still se
       const [upper, split] = transformed.stdout.trim().split("\n");
       assertMatch(upper, /^<email_\d+>$/);
       assertEquals(split, CUSTOMERS[0].email.replace("@", " at "));
+
+      // Output past the cap is kept whole for resources/read, which goes to the model: it gets
+      // the placeholders too, not the real values the code printed.
+      const big = await server.runTs(`${READ}
+        const jane = graph.entities.find((e) => e.name === "Customer Jane");
+        for (let i = 0; i < 8_000; i++) console.log(i + " " + jane.observations[0]);`);
+      assertEquals(big.error, undefined);
+      const kept = (big as { outputs?: Array<{ uri: string; part: string }> }).outputs ?? [];
+      assertEquals(kept.map((o) => o.part), ["stdout"]);
+      const read = await server.client.readResource({ uri: kept[0].uri });
+      const text = (read.contents[0] as { text?: string }).text ?? "";
+      assert(text.includes("7999 email <email_"), text.slice(-200));
+      assert(!text.includes(CUSTOMERS[0].email), "the kept output shows the real address");
     } finally {
       await server.close();
     }

@@ -35,7 +35,7 @@ import {
 import { PyChild } from "./py_sandbox.ts";
 import { type ExecutionResult, tokenizeResult } from "./result.ts";
 import { recordRun } from "./run_audit.ts";
-import { OutputStore, RunOutputs } from "./output_store.ts";
+import { type KeptOutput, OutputStore, RunOutputs } from "./output_store.ts";
 import { removeStaleDirs, sandboxLocations } from "./runtime_files.ts";
 import type { RunLimits } from "./sandbox_process.ts";
 import { SessionStore } from "./sessions.ts";
@@ -168,6 +168,28 @@ export class Executor {
   /** Outputs kept past their cap, for `resources/read`. */
   get outputs(): OutputStore {
     return this.#outputs;
+  }
+
+  /**
+   * Reads a kept output for a client (`resources/read`): with `privacy.tokenize`, its personal
+   * data is replaced by the principal's placeholders, as in the result that named it; a kept
+   * output holds what the code printed, which may carry real values (`privacy.rawServers`).
+   *
+   * @param idOrUri The output's id or URI.
+   * @param principal Who asks.
+   * @returns The output and its text.
+   * @throws {CodeExecutorError} `OutputNotFound` or `OutputAccessDenied`.
+   */
+  readOutputForClient(idOrUri: string, principal: string): KeptOutput & { text: string } {
+    const output = this.#outputs.read(idOrUri, principal);
+    if (!this.#placeholders) return output;
+    const tokenizer = new RunTokenizer({
+      vault: this.#placeholders,
+      principal,
+      detector: this.#personalData,
+      rawServers: this.#settings.privacy.rawServers,
+    });
+    return { ...output, text: tokenizer.text(output.text) };
   }
 
   /** The TypeScript warm pool, for benchmarks and tests. */

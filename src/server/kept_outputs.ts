@@ -60,11 +60,16 @@ export function outputLinks(outputs: KeptOutput[] | undefined): Array<{
  * Registers the kept outputs as a resource template on one server instance.
  *
  * @param server The server.
- * @param store Where the outputs are kept.
+ * @param store Where the outputs are kept (for `resources/list`).
+ * @param read Reads one for a client (tokenized with `privacy.tokenize`).
  * @internal It takes the MCP SDK's server type, which `deno doc --lint` takes for a private one
  * (denoland/deno#27364); the SDK documents it.
  */
-export function registerOutputResources(server: McpServer, store: OutputStore): void {
+export function registerOutputResources(
+  server: McpServer,
+  store: Pick<OutputStore, "list">,
+  read: (idOrUri: string, principal: string) => KeptOutput & { text: string },
+): void {
   const template = new ResourceTemplate(`${OUTPUT_URI_PREFIX}{id}`, {
     list: (ctx) => ({
       resources: store.list(principalOf(ctx)).map((output) => ({
@@ -82,7 +87,7 @@ export function registerOutputResources(server: McpServer, store: OutputStore): 
       "The whole stdout, stderr or return value of a run that passed limits.maxOutputBytes; readable by the principal whose run produced it",
   }, (uri, _variables, ctx) => {
     try {
-      const output = store.read(uri.href, principalOf(ctx));
+      const output = read(uri.href, principalOf(ctx));
       return {
         contents: [{ uri: output.uri, mimeType: mimeType(output), text: output.text }],
       };

@@ -290,7 +290,11 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
       "Write a short program instead of calling many tools: run_typescript runs it in a sandbox and returns only what it prints.",
   });
 
-  registerOutputResources(server, deps.executor.outputs);
+  registerOutputResources(
+    server,
+    deps.executor.outputs,
+    (idOrUri, principal) => deps.executor.readOutputForClient(idOrUri, principal),
+  );
   const adminPolicy = new ToolPolicy(deps.executor.settings.tools);
   const sampling = deps.executor.settings.sampling.enabled;
   const llm = sampling ? LLM_DESCRIPTION : "";
