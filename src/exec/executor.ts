@@ -22,6 +22,7 @@ import type { Hub } from "../upstream/hub.ts";
 import { Admission } from "./admission.ts";
 import { ApprovalGate, approverFor } from "./approvals.ts";
 import { RunHold } from "./execution.ts";
+import { ParkedRuns } from "./parked_runs.ts";
 import {
   type Deadline,
   type PythonRuntime,
@@ -77,6 +78,7 @@ export class Executor {
   #admission: Admission;
   #approvalPolicy: ApprovalPolicy;
   #pending: PendingApprovals;
+  #parked: ParkedRuns;
   #pool: WarmPool<TsChild>;
   #base: BaseChildOptions;
   #cacheDir: string;
@@ -106,6 +108,7 @@ export class Executor {
     this.#admission = new Admission(settings);
     this.#approvalPolicy = new ApprovalPolicy(settings.approvals);
     this.#pending = new PendingApprovals(options.audit);
+    this.#parked = new ParkedRuns(settings.approvals.stateKey, settings.http.replicaId);
     this.#pool = new WarmPool(settings.sandbox.warmPool, () => this.#spawn({ preload: true }), log);
     this.#sessions = new SessionStore({
       ttlMs: settings.python.sessionTtlMs,
@@ -150,6 +153,11 @@ export class Executor {
   /** Calls refused for want of a person, and their one-time approvals (`approve_pending_calls`). */
   get pendingApprovals(): PendingApprovals {
     return this.#pending;
+  }
+
+  /** Runs of 2026-07-28 clients parked until the client's retry (`input_required`). */
+  get parkedRuns(): ParkedRuns {
+    return this.#parked;
   }
 
   /** The TypeScript warm pool, for benchmarks and tests. */
@@ -296,7 +304,7 @@ export class Executor {
         signal: runSignal,
         elicitationTimeoutMs: timeoutMs,
       });
-      const hold = new RunHold();
+      const hold = options.hold ?? new RunHold();
       const gate = this.#approvalPolicy.mode === "off" ? undefined : new ApprovalGate({
         policy: this.#approvalPolicy,
         approver: approverFor(options.client, this.#pending, this.#approvalPolicy.timeoutMs),
@@ -440,6 +448,7 @@ export class Executor {
 
   /** Kills every running, idle and session child and removes their directories. */
   async close(): Promise<void> {
+    this.#parked.close();
     this.#closing.abort(
       new CodeExecutorError(
         "ShuttingDown",
