@@ -9,7 +9,14 @@
  */
 import type { Client } from "@modelcontextprotocol/client";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { calls, choose, createEntities, memoryText, startApprovalServer } from "./_approvals.ts";
+import {
+  auditApprovals,
+  calls,
+  choose,
+  createEntities,
+  memoryText,
+  startApprovalServer,
+} from "./_approvals.ts";
 import { eventually, processStat, sandboxPids } from "./_helpers.ts";
 
 const MODERN = { versionNegotiation: { mode: "auto" as const } };
@@ -122,6 +129,20 @@ sum(kept)`);
       assertEquals(sampled, ["first question", "second question"]);
       assertEquals(result.sampling?.rounds, 2);
     });
+
+    await t.step("every decision is audited as made through input_required", async () => {
+      const records = await auditApprovals(server);
+      const hows = records.map((r) => `${r.decision}:${r.how}`);
+      assertEquals(hows, [
+        "approved:input-required",
+        "denied:input-required",
+        "approved:input-required",
+        "approved:earlier-in-run",
+        "approved:earlier-in-run",
+        "approved:input-required",
+        "approved:input-required",
+      ]);
+    });
   } finally {
     await server.close();
   }
@@ -206,6 +227,11 @@ Deno.test("requestState over stdio: tampered, replayed and expired state is refu
     assertEquals(late.structuredContent?.error?.type, "RequestStateRefused");
     assertMatch(late.structuredContent!.error!.message, /expired/);
     assertEquals((await calls(server)).length, 1, "the expired state resumed nothing");
+    const records = await auditApprovals(server);
+    assertEquals(records.map((r) => `${r.decision}:${r.how}`), [
+      "approved:input-required",
+      "denied:timeout",
+    ]);
   } finally {
     await server.close();
   }

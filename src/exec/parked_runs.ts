@@ -114,7 +114,7 @@ class Conversation {
 
   /** The channel the run's code asks through; absent parts keep the request's own. */
   channel(base: ClientChannel, can: AskableClient): ClientChannel {
-    const channel: ClientChannel = { ...base, progress: undefined };
+    const channel: ClientChannel = { ...base, progress: undefined, inRounds: true };
     if (can.sampling) {
       delete channel.noSampling;
       channel.sample = async (request, { signal }) => {
@@ -148,8 +148,8 @@ class Conversation {
           this.#asks.delete(key);
           reject(signal.reason);
           // A question given up while the client has it (its timeout): nobody will take the
-          // rest of the run, so it ends.
-          if (!this.busy) this.end("the client did not answer in time");
+          // rest of the run, so it ends; a task later, once the asker has recorded why.
+          if (!this.busy) setTimeout(() => this.end("the client did not answer in time"), 0);
         };
         signal.addEventListener("abort", onAbort, { once: true });
         this.#asks.set(key, {
