@@ -11,10 +11,12 @@ import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import {
   callRun,
+  eventually,
   fixtureServer,
   httpClient,
   MEMORY,
   npmServer,
+  sandboxPids,
   spawnHttpServe,
 } from "./_helpers.ts";
 import { generateToken } from "../src/server/http_auth.ts";
@@ -171,6 +173,85 @@ Deno.test("2026-era clients over HTTP: approvals, llm.ask and askUser through in
   } finally {
     for (const client of clients) await client.close().catch(() => {});
     await server.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("replicas: a retry that reaches another replica is refused naming both, and the parked run still resumes on its own; an aborted request cancels its run", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "ce-mrtr-replicas-" });
+  const callLog = join(dir, "calls.log");
+  await Deno.writeTextFile(callLog, "");
+  const key = "k".repeat(16) + crypto.randomUUID();
+  const replica = (name: string) =>
+    spawnHttpServe({
+      env: { CODE_EXECUTOR_APPROVALS_STATE_KEY: key },
+      settings: {
+        http: { replicaId: name },
+        approvals: { require: ["mcp__fixture__rec*"] },
+        sandbox: { warmPool: 0 },
+      },
+      upstream: { fixture: fixtureServer({ FIXTURE_CALL_LOG: callLog }) },
+    });
+  const servers = [await replica("ce-0")];
+  const clients: Client[] = [];
+  try {
+    servers.push(await replica("ce-1"));
+    const manual = async (url: URL) => {
+      const client = new Client({ name: "mrtr-manual", version: "1" }, {
+        capabilities: { elicitation: { form: {} } },
+        versionNegotiation: { mode: "auto" },
+        inputRequired: { autoFulfill: false },
+      });
+      await client.connect(new StreamableHTTPClientTransport(url));
+      clients.push(client);
+      return (code: string, retry: Record<string, unknown> = {}) =>
+        client.callTool(
+          { name: "run_typescript", arguments: { code }, ...retry },
+          { allowInputRequired: true, timeout: 120_000 },
+        ) as Promise<Round>;
+    };
+    const [at0, at1] = [await manual(servers[0].url), await manual(servers[1].url)];
+    const CODE = `await callMCPTool("mcp__fixture__record", { note: "r" }); return "made";`;
+    const first = await at0(CODE);
+    assertEquals(first.resultType, "input_required", JSON.stringify(first));
+    const retry = {
+      inputResponses: Object.fromEntries(
+        Object.keys(first.inputRequests!).map((
+          k,
+        ) => [k, { action: "accept", content: { decision: "approve" } }]),
+      ),
+      requestState: first.requestState,
+    };
+    const elsewhere = await at1(CODE, retry);
+    assertEquals(elsewhere.structuredContent?.error?.type, "RequestStateRefused");
+    assertMatch(
+      elsewhere.structuredContent!.error!.message,
+      /parked on replica "ce-0" and this is replica "ce-1"/,
+    );
+    assertEquals(await Deno.readTextFile(callLog), "", "nothing ran");
+    const home = await at0(CODE, retry);
+    assertEquals(home.structuredContent?.returnValue, "made", JSON.stringify(home));
+
+    // A client that aborts its request cancels the run, as on the ordinary path (no warm pool:
+    // the only sandbox child is the run's).
+    const abort = new AbortController();
+    const spinning = clients[0].callTool(
+      { name: "run_typescript", arguments: { code: "while (true) {}", timeoutMs: 100_000 } },
+      { signal: abort.signal, timeout: 120_000 },
+    ).catch((error) => error);
+    assert(
+      await eventually(async () => (await sandboxPids(servers[0].tempDir)).length === 1, 30_000),
+      "the run's child started",
+    );
+    abort.abort();
+    await spinning;
+    assert(
+      await eventually(async () => (await sandboxPids(servers[0].tempDir)).length === 0, 30_000),
+      "the cancelled run's child was killed",
+    );
+  } finally {
+    for (const client of clients) await client.close().catch(() => {});
+    for (const server of servers) await server.stop();
     await Deno.remove(dir, { recursive: true });
   }
 });

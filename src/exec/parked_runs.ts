@@ -167,9 +167,18 @@ class Conversation {
     );
   }
 
-  /** Waits for the run's result or its next questions (called with `busy` set). */
-  async step(mint: (payload: StatePayload) => Promise<string>): Promise<RunStep> {
+  /**
+   * Waits for the run's result or its next questions (called with `busy` set). The request that
+   * waits can cancel the run, as any request cancels its run, until it is answered.
+   */
+  async step(
+    mint: (payload: StatePayload) => Promise<string>,
+    signal: AbortSignal | undefined,
+  ): Promise<RunStep> {
     clearTimeout(this.#timer);
+    const cancel = () => this.end("the client cancelled the request");
+    if (signal?.aborted) cancel();
+    signal?.addEventListener("abort", cancel, { once: true });
     try {
       const asked = new Promise<void>((resolve) => {
         this.#wake = resolve;
@@ -197,6 +206,7 @@ class Conversation {
       const asks = Object.fromEntries([...this.#asks].map(([key, p]) => [key, p.ask]));
       return { input: { requestState, asks } };
     } finally {
+      signal?.removeEventListener("abort", cancel);
       this.#wake = undefined;
       this.busy = false;
     }
@@ -263,6 +273,8 @@ export class ParkedRuns {
       base: ClientChannel;
       can: AskableClient;
       samplingTimeoutMs: number;
+      /** The request's cancellation, while it waits. */
+      signal?: AbortSignal;
     },
     launch: LaunchRun,
   ): Promise<RunStep> {
@@ -279,7 +291,7 @@ export class ParkedRuns {
       conversation.hold,
       conversation.ended.signal,
     );
-    return conversation.step((payload) => this.#mint(payload));
+    return conversation.step((payload) => this.#mint(payload), options.signal);
   }
 
   /**
@@ -289,6 +301,7 @@ export class ParkedRuns {
    * @param principal Who retries.
    * @param call The digest of the retried tool call.
    * @param answers Reads the retry's `inputResponses` for the questions asked, by key.
+   * @param signal The retry's cancellation, while it waits.
    * @returns The run's result, or its next questions.
    * @throws {CodeExecutorError} `RequestStateRefused`; the parked run is then left as it was.
    */
@@ -297,6 +310,7 @@ export class ParkedRuns {
     principal: string,
     call: string,
     answers: (asked: Map<string, InputAsk>) => Map<string, InputAnswer>,
+    signal?: AbortSignal,
   ): Promise<RunStep> {
     const payload = await this.#verify(requestState);
     if (payload.p !== principal) throw refused("it was issued to another principal");
@@ -328,7 +342,7 @@ export class ParkedRuns {
     }
     conversation.busy = true;
     conversation.answer(answers);
-    return conversation.step((next) => this.#mint(next));
+    return conversation.step((next) => this.#mint(next), signal);
   }
 
   /** Ends every parked run (the server is shutting down). */

@@ -131,7 +131,13 @@ export async function runInRounds<R>(
   let step: RunStep;
   try {
     if (typeof state === "string") {
-      step = await parked.resume(state, principal, call, (asked) => answersOf(ctx, asked));
+      step = await parked.resume(
+        state,
+        principal,
+        call,
+        (asked) => answersOf(ctx, asked),
+        options.signal,
+      );
     } else {
       step = await parked.start({
         principal,
@@ -139,6 +145,7 @@ export async function runInRounds<R>(
         base: options.client ?? {},
         can: askable(ctx)!,
         samplingTimeoutMs: executor.settings.sampling.requestTimeoutMs,
+        signal: options.signal,
       }, (channel, hold, ended) => run({ ...options, client: channel, hold, signal: ended }));
     }
   } catch (error) {
