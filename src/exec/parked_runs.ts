@@ -47,6 +47,34 @@ export interface AskableClient {
   elicitation: boolean;
 }
 
+/** Options of {@linkcode ParkedRuns.start}. */
+export interface StartOptions {
+  /** Who runs. */
+  principal: string;
+  /** A digest of the tool call (name and arguments): its retries must repeat it. */
+  call: string;
+  /** The request's own channel (reasons, `offerApproval`), which the parked one extends. */
+  base: ClientChannel;
+  /** What the client can answer. */
+  can: AskableClient;
+  /** How long a parked `llm.*` question waits for the retry (`sampling.requestTimeoutMs`). */
+  samplingTimeoutMs: number;
+  /** The request's cancellation, while it waits. */
+  signal?: AbortSignal;
+}
+
+/** Options of {@linkcode ParkedRuns.resume}. */
+export interface ResumeOptions {
+  /** Who retries. */
+  principal: string;
+  /** The digest of the retried tool call. */
+  call: string;
+  /** Reads the retry's `inputResponses` for the questions asked, by key. */
+  answers: (asked: Map<string, InputAsk>) => Map<string, InputAnswer>;
+  /** The retry's cancellation, while it waits. */
+  signal?: AbortSignal;
+}
+
 /** Starts the run of a conversation with its channel, hold and end signal. */
 export type LaunchRun = (
   channel: ClientChannel,
@@ -266,18 +294,7 @@ export class ParkedRuns {
    * @param launch Starts the run with the conversation's channel, hold and end signal.
    * @returns The run's result, or its first questions.
    */
-  start(
-    options: {
-      principal: string;
-      call: string;
-      base: ClientChannel;
-      can: AskableClient;
-      samplingTimeoutMs: number;
-      /** The request's cancellation, while it waits. */
-      signal?: AbortSignal;
-    },
-    launch: LaunchRun,
-  ): Promise<RunStep> {
+  start(options: StartOptions, launch: LaunchRun): Promise<RunStep> {
     const conversation = new Conversation(
       options.principal,
       options.call,
@@ -298,20 +315,12 @@ export class ParkedRuns {
    * Resumes a parked run with a retry's answers.
    *
    * @param requestState The retry's `requestState`, as the client echoed it.
-   * @param principal Who retries.
-   * @param call The digest of the retried tool call.
-   * @param answers Reads the retry's `inputResponses` for the questions asked, by key.
-   * @param signal The retry's cancellation, while it waits.
+   * @param retry Who retries, the digest of the retried call, its answers and its cancellation.
    * @returns The run's result, or its next questions.
    * @throws {CodeExecutorError} `RequestStateRefused`; the parked run is then left as it was.
    */
-  async resume(
-    requestState: string,
-    principal: string,
-    call: string,
-    answers: (asked: Map<string, InputAsk>) => Map<string, InputAnswer>,
-    signal?: AbortSignal,
-  ): Promise<RunStep> {
+  async resume(requestState: string, retry: ResumeOptions): Promise<RunStep> {
+    const { principal, call, answers, signal } = retry;
     const payload = await this.#verify(requestState);
     if (payload.p !== principal) throw refused("it was issued to another principal");
     if (payload.a !== call) {

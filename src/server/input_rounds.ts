@@ -101,47 +101,58 @@ async function callDigest(tool: string, args: unknown): Promise<string> {
   return Array.from(hash.slice(0, 16), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/** One `tools/call` served in rounds, for {@linkcode runInRounds}. */
+export interface RoundCall<R> {
+  /**
+   * The request handler's context.
+   *
+   * @internal The MCP SDK's type, which `deno doc --lint` takes for a private one
+   * (denoland/deno#27364); the SDK documents it.
+   */
+  ctx: ServerContext;
+  /** The tool called. */
+  tool: string;
+  /** Its arguments (a retry must repeat them). */
+  args: unknown;
+  /** The run's options (principal, client channel, limits). */
+  options: PythonRunOptions;
+  /** Starts the run with the options the conversation adds. */
+  run: (options: PythonRunOptions) => Promise<ExecutionResult>;
+  /** Renders a finished run as the tool's result. */
+  toResult: (result: ExecutionResult) => R;
+}
+
 /**
  * Starts or resumes a run of a 2026-07-28 client in `input_required` rounds.
  *
  * @param executor The executor, which keeps the parked runs.
- * @param ctx The request handler's context.
- * @param tool The tool called.
- * @param args Its arguments (a retry must repeat them).
- * @param options The run's options (principal, client channel, limits).
- * @param run Starts the run with the options the conversation adds.
- * @param toResult Renders a finished run as the tool's result.
+ * @param call The request, the run and how its result is rendered.
  * @returns The tool's result, or the next `input_required` round.
- * @internal It takes the MCP SDK's types, which `deno doc --lint` takes for private ones
- * (denoland/deno#27364); the SDK documents them.
+ * @internal It returns the MCP SDK's type, which `deno doc --lint` takes for a private one
+ * (denoland/deno#27364); the SDK documents it.
  */
 export async function runInRounds<R>(
   executor: Executor,
-  ctx: ServerContext,
-  tool: string,
-  args: unknown,
-  options: PythonRunOptions,
-  run: (options: PythonRunOptions) => Promise<ExecutionResult>,
-  toResult: (result: ExecutionResult) => R,
+  call: RoundCall<R>,
 ): Promise<R | InputRequiredResult> {
+  const { ctx, options, run, toResult } = call;
   const parked = executor.parkedRuns;
   const principal = options.principal!;
-  const call = await callDigest(tool, args);
+  const digest = await callDigest(call.tool, call.args);
   const state = ctx.mcpReq.requestState();
   let step: RunStep;
   try {
     if (typeof state === "string") {
-      step = await parked.resume(
-        state,
+      step = await parked.resume(state, {
         principal,
-        call,
-        (asked) => answersOf(ctx, asked),
-        options.signal,
-      );
+        call: digest,
+        answers: (asked) => answersOf(ctx, asked),
+        signal: options.signal,
+      });
     } else {
       step = await parked.start({
         principal,
-        call,
+        call: digest,
         base: options.client ?? {},
         can: askable(ctx)!,
         samplingTimeoutMs: executor.settings.sampling.requestTimeoutMs,

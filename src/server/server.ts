@@ -312,15 +312,8 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
     };
     const run = (o: RunOptions) => deps.executor.runTypescript(args.code, o);
     if (takesRounds(ctx)) {
-      return await runInRounds(
-        deps.executor,
-        ctx,
-        "run_typescript",
-        args,
-        options,
-        run,
-        toToolResult,
-      );
+      const call = { ctx, tool: "run_typescript", args, options, run, toResult: toToolResult };
+      return await runInRounds(deps.executor, call);
     }
     return toToolResult(await run(options));
   });
@@ -342,15 +335,8 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
       };
       const run = (o: PythonRunOptions) => deps.executor.runPython(args.code, o);
       if (takesRounds(ctx)) {
-        return await runInRounds(
-          deps.executor,
-          ctx,
-          "run_python",
-          args,
-          options,
-          run,
-          toToolResult,
-        );
+        const call = { ctx, tool: "run_python", args, options, run, toResult: toToolResult };
+        return await runInRounds(deps.executor, call);
       }
       return toToolResult(await run(options));
     });
