@@ -130,6 +130,23 @@ sum(kept)`);
       assertEquals(result.sampling?.rounds, 2);
     });
 
+    await t.step("progress reaches the request that waits", async () => {
+      server.answer = () => Promise.resolve({ action: "accept", content: { answer: "go" } });
+      const seen: string[] = [];
+      const result = await server.client.callTool({
+        name: "run_typescript",
+        arguments: {
+          code: `await progress(1, 2, "half"); const a = await askUser("Go?");
+            await progress(2, 2, "done"); return a.content;`,
+        },
+      }, {
+        timeout: 120_000,
+        onprogress: (p) => void seen.push(String(p.message)),
+      });
+      assertEquals((result.structuredContent as { returnValue: unknown }).returnValue, "go");
+      assert(seen.includes("1/2 half") && seen.includes("2/2 done"), seen.join());
+    });
+
     await t.step("every decision is audited as made through input_required", async () => {
       const records = await auditApprovals(server);
       const hows = records.map((r) => `${r.decision}:${r.how}`);

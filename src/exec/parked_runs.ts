@@ -73,6 +73,8 @@ export interface ResumeOptions {
   answers: (asked: Map<string, InputAsk>) => Map<string, InputAnswer>;
   /** The retry's cancellation, while it waits. */
   signal?: AbortSignal;
+  /** The retry's progress notifications, if it carried a progress token. */
+  progress?: ClientChannel["progress"];
 }
 
 /** Starts the run of a conversation with its channel, hold and end signal. */
@@ -131,6 +133,7 @@ class Conversation {
   #count = 0;
   #wake: (() => void) | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
+  #progress: ClientChannel["progress"];
   result!: Promise<ExecutionResult>;
 
   constructor(
@@ -142,7 +145,13 @@ class Conversation {
 
   /** The channel the run's code asks through; absent parts keep the request's own. */
   channel(base: ClientChannel, can: AskableClient): ClientChannel {
-    const channel: ClientChannel = { ...base, progress: undefined, inRounds: true };
+    // Progress goes to the request that waits, if it carried a progress token; between rounds
+    // nobody listens.
+    const channel: ClientChannel = {
+      ...base,
+      progress: (message) => this.#progress?.(message),
+      inRounds: true,
+    };
     if (can.sampling) {
       delete channel.noSampling;
       channel.sample = async (request, { signal }) => {
@@ -201,9 +210,11 @@ class Conversation {
    */
   async step(
     mint: (payload: StatePayload) => Promise<string>,
-    signal: AbortSignal | undefined,
+    request: { signal?: AbortSignal; progress?: ClientChannel["progress"] },
   ): Promise<RunStep> {
+    const { signal } = request;
     clearTimeout(this.#timer);
+    this.#progress = request.progress;
     const cancel = () => this.end("the client cancelled the request");
     if (signal?.aborted) cancel();
     signal?.addEventListener("abort", cancel, { once: true });
@@ -235,6 +246,7 @@ class Conversation {
       return { input: { requestState, asks } };
     } finally {
       signal?.removeEventListener("abort", cancel);
+      this.#progress = undefined;
       this.#wake = undefined;
       this.busy = false;
     }
@@ -308,7 +320,10 @@ export class ParkedRuns {
       conversation.hold,
       conversation.ended.signal,
     );
-    return conversation.step((payload) => this.#mint(payload), options.signal);
+    return conversation.step((payload) => this.#mint(payload), {
+      signal: options.signal,
+      progress: options.base.progress,
+    });
   }
 
   /**
@@ -351,7 +366,7 @@ export class ParkedRuns {
     }
     conversation.busy = true;
     conversation.answer(answers);
-    return conversation.step((next) => this.#mint(next), signal);
+    return conversation.step((next) => this.#mint(next), { signal, progress: retry.progress });
   }
 
   /** Ends every parked run (the server is shutting down). */

@@ -148,6 +148,7 @@ export async function runInRounds<R>(
         call: digest,
         answers: (asked) => answersOf(ctx, asked),
         signal: options.signal,
+        progress: options.client?.progress,
       });
     } else {
       step = await parked.start({
