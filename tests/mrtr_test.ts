@@ -173,10 +173,11 @@ type Round = {
   structuredContent?: { returnValue?: unknown; error?: { type: string; message: string } };
 };
 
-Deno.test("requestState over stdio: tampered, replayed and expired state is refused and resumes nothing; an unanswered run ends", async () => {
+Deno.test("requestState over stdio: tampered, replayed and expired state is refused and resumes nothing; an unanswered run ends (approval, llm.ask)", async () => {
   const server = await startApprovalServer({
     approvals: { timeoutMs: 4_000 },
-    client: { ...MODERN, inputRequired: { autoFulfill: false } },
+    settings: { sampling: { enabled: true, requestTimeoutMs: 3_000 } },
+    client: { ...MODERN, inputRequired: { autoFulfill: false }, capabilities: { sampling: {} } },
   });
   const call = (code: string, retry: Record<string, unknown> = {}) =>
     server.client.callTool(
@@ -249,6 +250,13 @@ Deno.test("requestState over stdio: tampered, replayed and expired state is refu
       "approved:input-required",
       "denied:timeout",
     ]);
+
+    // The same for a question to the client's model, within sampling.requestTimeoutMs.
+    const asking = await call(`const kept = 1; await llm.ask("never answered"); return kept;`);
+    assertEquals(asking.resultType, "input_required", JSON.stringify(asking));
+    assertEquals(Object.values(asking.inputRequests!)[0].method, "sampling/createMessage");
+    assertEquals(await stopped(), 1);
+    assert(await eventually(async () => (await stopped()) === 0, 20_000), "the child was killed");
   } finally {
     await server.close();
   }
