@@ -227,7 +227,12 @@ Deno.test("requestState over stdio: tampered, replayed and expired state is refu
     assertEquals(await calls(server), [], "no refused retry resumed the run");
     assertEquals(await stopped(), 1, "the parked child still waits");
 
-    const done = await call(CODE, { ...approve(first), requestState: state });
+    // A retry without the answer is asked again (a new round, a new state), as the spec advises.
+    const again = await call(CODE, { inputResponses: {}, requestState: state });
+    assertEquals(again.resultType, "input_required", JSON.stringify(again));
+    assertEquals(Object.keys(again.inputRequests!), [key]);
+    assert(again.requestState !== state);
+    const done = await call(CODE, { ...approve(again), requestState: again.requestState });
     assertEquals(done.structuredContent?.returnValue, 42, JSON.stringify(done));
     assertEquals((await calls(server)).length, 1);
 
