@@ -119,6 +119,12 @@ export const ERROR_TYPES = {
     change:
       "Catch it and go on without the call, or follow the message to have a person approve it",
   },
+  RequestStateRefused: {
+    meaning:
+      "A 2026-07-28 retry's requestState was altered, expired, replayed, another principal's, or its run is no longer parked here",
+    change:
+      "Run the code again; retry each input_required round once, with its requestState as sent",
+  },
   ToolCallError: {
     meaning: "The tool call could not be made: no such server or tool, or the server failed",
     change: "Check the name with searchTools / search_tools; retry if the server was down",

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { Client } from "@modelcontextprotocol/client";
+import type { Client, ClientOptions } from "@modelcontextprotocol/client";
 import { join } from "node:path";
 import {
   eventually,
@@ -38,6 +38,12 @@ export async function startApprovalServer(
     elicit?: boolean;
     approvals?: Record<string, unknown>;
     sandbox?: Record<string, unknown>;
+    /** More settings. */
+    settings?: Record<string, unknown>;
+    /** More client options (a 2026-era client: `versionNegotiation`, `inputRequired`). */
+    client?: ClientOptions;
+    /** Registers more client handlers (sampling). */
+    setup?: (client: Client) => void;
   } = {},
 ): Promise<ApprovalServer> {
   const dir = await Deno.makeTempDir({ prefix: "ce-approvals-" });
@@ -53,14 +59,22 @@ export async function startApprovalServer(
         approvals: { require: ["mcp__fixture__rec*"], ...options.approvals },
         audit: { enabled: true },
         ...(options.sandbox ? { sandbox: options.sandbox } : {}),
+        ...options.settings,
       },
       upstream: {
         everything: npmServer(EVERYTHING),
         memory: npmServer(MEMORY, { env: { MEMORY_FILE_PATH: memoryFile } }),
         fixture: fixtureServer({ FIXTURE_CALL_LOG: callLog }),
       },
-      client: { capabilities: elicit ? { elicitation: { form: {} } } : {} },
+      client: {
+        ...options.client,
+        capabilities: {
+          ...options.client?.capabilities,
+          ...(elicit ? { elicitation: { form: {} } } : {}),
+        },
+      },
       setup(client: Client) {
+        options.setup?.(client);
         if (!elicit) return;
         client.setRequestHandler("elicitation/create", async (request, ctx) => {
           const params = request.params as unknown as ElicitParams;

@@ -492,9 +492,33 @@ Deno.test("llm.ask() falls back to the admin's provider API when the client cann
   }
 });
 
-Deno.test("llm.ask() and askUser() explain that a 2026-07-28 client cannot be asked mid-run", async () => {
+Deno.test("llm.ask() and askUser() reach a 2026-07-28 client through input_required rounds", async () => {
   const server = await startLlmServer({
-    onElicit: () => Promise.resolve({ action: "accept", content: { answer: "never used" } }),
+    onElicit: () => Promise.resolve({ action: "accept", content: { answer: "go on" } }),
+    client: { versionNegotiation: { mode: "auto" } },
+  });
+  try {
+    const result = await server.runTs(`
+const out = { before: 1 };
+out.llm = await llm.ask("hi");
+out.ask = await askUser("Continue?");
+return out;
+`);
+    assertEquals(result.error, undefined, JSON.stringify(result));
+    const value = result.returnValue as Record<string, unknown>;
+    assertEquals(value.before, 1);
+    assertEquals(typeof value.llm, "string");
+    assertEquals(value.ask, { action: "accept", content: "go on" });
+    assertEquals(server.seen.sampling.length, 1);
+    assertEquals(server.seen.elicitations.length, 1);
+  } finally {
+    await server.close();
+  }
+});
+
+Deno.test("llm.ask() and askUser() explain that a 2026-07-28 client without the capabilities cannot be asked", async () => {
+  const server = await startLlmServer({
+    noSampling: true,
     client: { versionNegotiation: { mode: "auto" } },
   });
   try {
@@ -506,9 +530,9 @@ return out;
 `);
     const value = result.returnValue as Record<string, [string, string]>;
     assertEquals(value.llm[0], "SamplingUnavailable");
-    assertMatch(value.llm[1], /speaks MCP 2026-07-28/);
+    assertMatch(value.llm[1], /speaks MCP 2026-07-28 and did not declare the sampling capability/);
     assertEquals(value.ask[0], "ElicitationUnavailable");
-    assertEquals(server.seen.sampling.length + server.seen.elicitations.length, 0);
+    assertMatch(value.ask[1], /did not declare the elicitation capability/);
   } finally {
     await server.close();
   }

@@ -94,6 +94,11 @@ const ApprovalsSchema = z.object({
   waive: z.array(z.string().min(1)).default([]),
   /** How long a call waits for a person's answer; no answer within it is a denial. */
   timeoutMs: positiveInt.default(120_000),
+  /**
+   * The key (at least 32 characters) of the HMAC that protects the `requestState` of parked
+   * 2026-07-28 runs; replicas behind one endpoint share it. A random key per process when unset.
+   */
+  stateKey: z.string().min(32).optional(),
 }).strict();
 
 const PythonSchema = z.object({

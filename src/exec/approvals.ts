@@ -9,8 +9,8 @@
  *   a person approves it (`approve_pending_calls`, which clients confirm with their user), and the
  *   approved call goes through once on the next identical call.
  *
- * A 2026-07-28 client (`input_required` results, the run parked until the retry) is another
- * Approver; until it exists, such clients take the pending path.
+ * A 2026-07-28 client is asked with the same question through the parked run's `elicit`
+ * (`src/exec/parked_runs.ts`: an `input_required` round), by an {@linkcode ElicitingApprover}.
  *
  * @module
  */
@@ -86,16 +86,24 @@ const DECISION_SCHEMA = {
 export class ElicitingApprover implements Approver {
   #elicit: NonNullable<ClientChannel["elicit"]>;
   #timeoutMs: number;
+  #how: string;
 
   /**
    * Creates an approver that asks through the client.
    *
    * @param elicit The client channel's `elicit`.
    * @param timeoutMs `approvals.timeoutMs`.
+   * @param how How an answer was given, for the audit log: `elicitation` (a 2025-era request),
+   *   `input-required` (a 2026-07-28 round).
    */
-  constructor(elicit: NonNullable<ClientChannel["elicit"]>, timeoutMs: number) {
+  constructor(
+    elicit: NonNullable<ClientChannel["elicit"]>,
+    timeoutMs: number,
+    how = "elicitation",
+  ) {
     this.#elicit = elicit;
     this.#timeoutMs = timeoutMs;
+    this.#how = how;
   }
 
   async decide(request: ApprovalRequest, signal: AbortSignal): Promise<ApprovalDecision> {
@@ -113,11 +121,12 @@ export class ElicitingApprover implements Approver {
         timeoutMs: this.#timeoutMs,
       });
       const decision = answer.action === "accept" ? answer.content?.decision : undefined;
-      if (decision === "approve") return { approved: true, how: "elicitation" };
-      if (decision === "approve_run") return { approved: true, forRun: true, how: "elicitation" };
+      const how = this.#how;
+      if (decision === "approve") return { approved: true, how };
+      if (decision === "approve_run") return { approved: true, forRun: true, how };
       return {
         approved: false,
-        how: "elicitation",
+        how,
         message: `The user denied the call to ${request.fullName}`,
       };
     } catch (error) {
@@ -198,7 +207,10 @@ export function approverFor(
   store: PendingApprovals,
   timeoutMs: number,
 ): Approver {
-  if (client?.elicit) return new ElicitingApprover(client.elicit.bind(client), timeoutMs);
+  if (client?.elicit) {
+    const how = client.inRounds ? "input-required" : "elicitation";
+    return new ElicitingApprover(client.elicit.bind(client), timeoutMs, how);
+  }
   if (client) {
     return new PendingApprover(
       store,

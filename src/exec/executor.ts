@@ -26,6 +26,7 @@ import type { Hub } from "../upstream/hub.ts";
 import { Admission } from "./admission.ts";
 import { ApprovalGate, approverFor } from "./approvals.ts";
 import { RunHold } from "./execution.ts";
+import { ParkedRuns } from "./parked_runs.ts";
 import {
   type Deadline,
   type PythonRuntime,
@@ -85,6 +86,7 @@ export class Executor {
   #admission: Admission;
   #approvalPolicy: ApprovalPolicy;
   #pending: PendingApprovals;
+  #parked: ParkedRuns;
   #pool: WarmPool<TsChild>;
   #base: BaseChildOptions;
   #cacheDir: string;
@@ -119,6 +121,7 @@ export class Executor {
     this.#approvalPolicy = new ApprovalPolicy(settings.approvals);
     this.#pending = new PendingApprovals(options.audit);
     this.#outputs = new OutputStore(settings.outputs);
+    this.#parked = new ParkedRuns(settings.approvals.stateKey, settings.http.replicaId);
     this.#pool = new WarmPool(settings.sandbox.warmPool, () => this.#spawn({ preload: true }), log);
     this.#sessions = new SessionStore({
       ttlMs: settings.python.sessionTtlMs,
@@ -190,6 +193,11 @@ export class Executor {
       rawServers: this.#settings.privacy.rawServers,
     });
     return { ...output, text: tokenizer.text(output.text) };
+  }
+
+  /** Runs of 2026-07-28 clients parked until the client's retry (`input_required`). */
+  get parkedRuns(): ParkedRuns {
+    return this.#parked;
   }
 
   /** The TypeScript warm pool, for benchmarks and tests. */
@@ -356,7 +364,7 @@ export class Executor {
           ? { scrubPersonalData: (text) => redactPersonalData(text, this.#personalData) }
           : {}),
       });
-      const hold = new RunHold();
+      const hold = options.hold ?? new RunHold();
       const gate = this.#approvalPolicy.mode === "off" ? undefined : new ApprovalGate({
         policy: this.#approvalPolicy,
         approver: approverFor(options.client, this.#pending, this.#approvalPolicy.timeoutMs),
@@ -511,6 +519,7 @@ export class Executor {
 
   /** Kills every running, idle and session child and removes their directories. */
   async close(): Promise<void> {
+    this.#parked.close();
     this.#closing.abort(
       new CodeExecutorError(
         "ShuttingDown",

@@ -9,6 +9,7 @@ import type { Logger } from "../log.ts";
 import type { AuditLog } from "../policy/audit.ts";
 import type { RequestedPermissions } from "../policy/permissions.ts";
 import type { ClientChannel } from "../sampling/channel.ts";
+import type { RunHold } from "./execution.ts";
 
 /** The principal of stdio and of HTTP without authentication: the machine's own user. */
 export const LOCAL_PRINCIPAL = "local";
@@ -29,6 +30,8 @@ export interface RunOptions {
   sampling?: { maxRounds?: number; maxTokens?: number };
   /** Who runs: `local` (the default) on stdio, the token's principal over HTTP. */
   principal?: string;
+  /** Held while the run waits for a person or a client (a parked run's); a fresh one otherwise. */
+  hold?: RunHold;
 }
 
 /** Options of a Python run. */

@@ -39,6 +39,11 @@ export interface ClientChannel {
   /** Why {@linkcode ClientChannel.elicit} is absent. */
   noElicitation?: string;
   /**
+   * `sample` and `elicit` are answered in `input_required` rounds (a 2026-07-28 client's parked
+   * run), not by requests to the client.
+   */
+  inRounds?: boolean;
+  /**
    * Called when a call was refused because a person must approve it and this client cannot be
    * asked: the server then offers `approve_pending_calls` to the client.
    */

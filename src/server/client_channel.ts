@@ -5,10 +5,14 @@
  *
  * @module
  */
-import type { McpServer, ServerContext } from "@modelcontextprotocol/server";
+import type {
+  CreateMessageRequestParams,
+  McpServer,
+  ServerContext,
+} from "@modelcontextprotocol/server";
 import { estimateTokens } from "../sampling/budget.ts";
 import type { ClientChannel, ElicitationResponse } from "../sampling/channel.ts";
-import type { SamplingResponse } from "../sampling/types.ts";
+import type { SamplingRequest, SamplingResponse } from "../sampling/types.ts";
 
 /**
  * The SDK's default timeout of server-to-client requests is 60 s; the session enforces
@@ -19,10 +23,59 @@ const NO_SDK_TIMEOUT_MS = 2 ** 31 - 1;
 /**
  * Whether the request was sent on the 2026-07-28 protocol era: such requests carry the
  * `io.modelcontextprotocol/*` envelope in `_meta`, which 2025-era clients never send.
+ *
+ * @param ctx The request handler's context.
+ * @returns Whether the request is of the 2026-07-28 era.
+ * @internal It takes the MCP SDK's types, which `deno doc --lint` takes for private ones
+ * (denoland/deno#27364); the SDK documents them.
  */
-function isModernRequest(ctx: ServerContext): boolean {
+export function isModernRequest(ctx: ServerContext): boolean {
   const envelope = ctx.mcpReq.envelope;
   return envelope !== undefined && Object.keys(envelope).length > 0;
+}
+
+/**
+ * The `sampling/createMessage` params of one request of sandbox code.
+ *
+ * @param request The request, redacted and capped.
+ * @returns The params.
+ * @internal It returns the MCP SDK's type, which `deno doc --lint` takes for a private one
+ * (denoland/deno#27364); the SDK documents it.
+ */
+export function samplingParams(request: SamplingRequest): CreateMessageRequestParams {
+  return {
+    messages: request.messages.map((m) => ({
+      role: m.role,
+      content: { type: "text" as const, text: m.content },
+    })),
+    maxTokens: request.maxTokens,
+    ...(request.systemPrompt !== undefined ? { systemPrompt: request.systemPrompt } : {}),
+    ...(request.model !== undefined
+      ? { modelPreferences: { hints: [{ name: request.model }] } }
+      : {}),
+  };
+}
+
+/**
+ * The client's `sampling/createMessage` result as sandbox code gets it.
+ *
+ * @param request What was asked (for the estimate of its tokens).
+ * @param result The client's result.
+ * @returns The answer.
+ * @throws {Error} When the answer has no text.
+ */
+export function samplingResponse(
+  request: SamplingRequest,
+  result: { content: unknown; model: string; stopReason?: string },
+): SamplingResponse {
+  const text = textOf(result.content);
+  const prompt = request.messages.map((m) => m.content).join("\n") + (request.systemPrompt ?? "");
+  return {
+    text,
+    model: result.model,
+    stopReason: result.stopReason ?? "endTurn",
+    usage: { inputTokens: estimateTokens(prompt), outputTokens: estimateTokens(text) },
+  };
 }
 
 function textOf(content: unknown): string {
@@ -48,38 +101,25 @@ export function clientChannel(server: McpServer, ctx: ServerContext): ClientChan
   const channel: ClientChannel = {};
   const modern = isModernRequest(ctx);
   const capabilities = server.server.getClientCapabilities();
-  const era =
-    "the client speaks MCP 2026-07-28, where a server cannot send it requests while a tool call runs (see README, Sampling)";
+  // A 2026-07-28 client that declares the capability is asked through input_required rounds
+  // (input_rounds.ts), which replace these two; one that does not cannot be asked.
+  const era = (what: string) =>
+    `the client speaks MCP 2026-07-28 and did not declare the ${what} capability in its request (see README, Sampling)`;
 
-  if (modern) channel.noSampling = era;
+  if (modern) channel.noSampling = era("sampling");
   else if (!capabilities?.sampling) {
     channel.noSampling = "the MCP client did not declare the sampling capability";
   } else {
     channel.sample = async (request, { signal }): Promise<SamplingResponse> => {
-      const result = await ctx.mcpReq.requestSampling({
-        messages: request.messages.map((m) => ({
-          role: m.role,
-          content: { type: "text" as const, text: m.content },
-        })),
-        maxTokens: request.maxTokens,
-        ...(request.systemPrompt !== undefined ? { systemPrompt: request.systemPrompt } : {}),
-        ...(request.model !== undefined
-          ? { modelPreferences: { hints: [{ name: request.model }] } }
-          : {}),
-      }, { signal, timeout: NO_SDK_TIMEOUT_MS });
-      const text = textOf(result.content);
-      const prompt = request.messages.map((m) => m.content).join("\n") +
-        (request.systemPrompt ?? "");
-      return {
-        text,
-        model: result.model,
-        stopReason: result.stopReason ?? "endTurn",
-        usage: { inputTokens: estimateTokens(prompt), outputTokens: estimateTokens(text) },
-      };
+      const result = await ctx.mcpReq.requestSampling(samplingParams(request), {
+        signal,
+        timeout: NO_SDK_TIMEOUT_MS,
+      });
+      return samplingResponse(request, result);
     };
   }
 
-  if (modern) channel.noElicitation = era;
+  if (modern) channel.noElicitation = era("elicitation");
   else if (!capabilities?.elicitation) {
     channel.noElicitation = "the MCP client does not support elicitation (asking its user)";
   } else {

@@ -10,7 +10,12 @@ import {
   type StandardSchemaWithJSON,
 } from "@modelcontextprotocol/server";
 import { z } from "zod";
-import { type Executor, LOCAL_PRINCIPAL, type RunOptions } from "../exec/executor.ts";
+import {
+  type Executor,
+  LOCAL_PRINCIPAL,
+  type PythonRunOptions,
+  type RunOptions,
+} from "../exec/executor.ts";
 import { type ExecutionResult, renderResult } from "../exec/result.ts";
 import { ToolPolicy } from "../policy/tool_policy.ts";
 import type { Hub } from "../upstream/hub.ts";
@@ -19,6 +24,7 @@ import { SERVER_VERSION } from "../version.ts";
 import { offerApproveTool } from "./approve_tool.ts";
 import { clientChannel } from "./client_channel.ts";
 import { outputLinks, registerOutputResources } from "./kept_outputs.ts";
+import { runInRounds, takesRounds } from "./input_rounds.ts";
 
 /** Name and version reported to clients. */
 export const SERVER_INFO = { name: "code-executor", version: SERVER_VERSION } as const;
@@ -308,14 +314,19 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
     outputSchema: output,
     annotations: RUN_ANNOTATIONS,
   }, async (args, ctx) => {
-    const result = await deps.executor.runTypescript(args.code, {
+    const options = {
       allowedTools: args.allowedTools,
       timeoutMs: args.timeoutMs,
       permissions: args.permissions,
       sampling: args.sampling,
       ...callOptions(server, ctx, offerApproval),
-    });
-    return toToolResult(result);
+    };
+    const run = (o: RunOptions) => deps.executor.runTypescript(args.code, o);
+    if (takesRounds(ctx)) {
+      const call = { ctx, tool: "run_typescript", args, options, run, toResult: toToolResult };
+      return await runInRounds(deps.executor, call);
+    }
+    return toToolResult(await run(options));
   });
 
   if (deps.executor.settings.python.enabled) {
@@ -326,14 +337,19 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
       outputSchema: output,
       annotations: RUN_ANNOTATIONS,
     }, async (args, ctx) => {
-      const result = await deps.executor.runPython(args.code, {
+      const options = {
         allowedTools: args.allowedTools,
         timeoutMs: args.timeoutMs,
         session: args.session,
         sampling: args.sampling,
         ...callOptions(server, ctx, offerApproval),
-      });
-      return toToolResult(result);
+      };
+      const run = (o: PythonRunOptions) => deps.executor.runPython(args.code, o);
+      if (takesRounds(ctx)) {
+        const call = { ctx, tool: "run_python", args, options, run, toResult: toToolResult };
+        return await runInRounds(deps.executor, call);
+      }
+      return toToolResult(await run(options));
     });
   }
 
