@@ -156,6 +156,9 @@ async function startContainer(image: string, dir: string): Promise<Container> {
       // The first run_python boots its own child, rather than one warmed at start.
       "-e",
       "CODE_EXECUTOR_PYTHON_WARM_POOL=0",
+      // Room for the drain step's run (it sleeps 10 s) whatever podman stop's latency.
+      "-e",
+      "CODE_EXECUTOR_HTTP_DRAIN_MS=30000",
       image,
     ]);
     const ip = await podman([
@@ -306,7 +309,9 @@ async function checkContainer(t: Deno.TestContext, { name, url }: Container): Pr
         [
           "import asyncio",
           'await tools.memory.create_entities(entities=[{"name": "draining", "entityType": "test", "observations": []}])',
-          "await asyncio.sleep(3)",
+          // Long enough that the stop lands while it sleeps: at 3 s, a loaded CI machine once
+          // took longer to start the stop, and the run had finished ("draining 0 runs").
+          "await asyncio.sleep(10)",
           '"finished"',
         ].join("\n"),
       );
@@ -317,7 +322,7 @@ async function checkContainer(t: Deno.TestContext, { name, url }: Container): Pr
         assert(Date.now() < deadline, `the run did not start:\n${await logs(name)}`);
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
-      await podman(["stop", "-t", "30", name], 60_000);
+      await podman(["stop", "-t", "45", name], 90_000);
       const outcome = await settled;
       assert(
         "result" in outcome,

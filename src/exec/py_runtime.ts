@@ -247,3 +247,36 @@ export function pythonWithin(
     });
   });
 }
+
+/**
+ * Takes a warm child from the pool, waiting for one that is booting when the pool is empty (after
+ * start-up, during refills): a head start rather than booting one more on the same CPUs.
+ *
+ * @param pool The Python warm pool.
+ * @param deadline The run's time and cancellation.
+ * @returns A warm child, or undefined when none is coming (the caller spawns one).
+ * @throws {CodeExecutorError} `Cancelled` on cancel, `TimeoutError` at the deadline.
+ */
+export async function takePooledChild(
+  pool: WarmPool<PyChild>,
+  deadline: Deadline,
+): Promise<PyChild | undefined> {
+  const expired = new AbortController();
+  const timer = setTimeout(() => expired.abort(), deadline.timeoutMs);
+  let pooled: PyChild | undefined;
+  try {
+    pooled = await pool.takeOrWait(AbortSignal.any([deadline.signal, expired.signal]));
+  } finally {
+    clearTimeout(timer);
+  }
+  if (!pooled && deadline.signal.aborted) {
+    throw abortError(deadline.signal, "The execution was cancelled");
+  }
+  if (!pooled && expired.signal.aborted) {
+    throw new CodeExecutorError(
+      "TimeoutError",
+      `Execution timed out after ${deadline.timeoutMs} ms while a Python sandbox was starting: retry, or pass a larger timeoutMs`,
+    );
+  }
+  return pooled;
+}
