@@ -12,7 +12,7 @@ import {
   type StreamableHTTPClientTransportOptions,
 } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
-import { dirname, join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { assert, assertEquals, type RunResult } from "./_assert.ts";
 import { resolveSettings } from "../src/config/settings.ts";
@@ -600,6 +600,50 @@ export function initializeRequest(clientName: string, id = 1): Record<string, un
       clientInfo: { name: clientName, version: "1" },
     },
   };
+}
+
+/**
+ * POSTs an `initialize` to an HTTP endpoint, as a client that has not started a session would.
+ *
+ * @param url The MCP endpoint.
+ * @param clientName The client's name in `clientInfo`.
+ * @param authorization The `Authorization` header, or none.
+ * @returns The raw response.
+ */
+export async function postInitialize(
+  url: URL,
+  clientName: string,
+  authorization?: string,
+): Promise<Response> {
+  return await fetch(url, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      ...(authorization === undefined ? {} : { authorization }),
+    },
+    body: JSON.stringify(initializeRequest(clientName)),
+  });
+}
+
+/**
+ * Every file under a directory (`.cache` directories aside), by relative path, with its text.
+ *
+ * @param root The directory.
+ * @returns The files.
+ */
+export async function snapshotFiles(root: string): Promise<Map<string, string>> {
+  const files = new Map<string, string>();
+  const walk = async (dir: string) => {
+    for await (const entry of Deno.readDir(dir)) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory) {
+        if (entry.name !== ".cache") await walk(path);
+      } else files.set(relative(root, path), await Deno.readTextFile(path));
+    }
+  };
+  await walk(root);
+  return files;
 }
 
 /** A process as `/proc/<pid>/stat` shows it. */

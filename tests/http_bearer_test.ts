@@ -18,6 +18,7 @@ import {
   eventually,
   fixtureServer,
   type HttpServe,
+  postInitialize,
   ROOT,
   runCommand,
   serverEnv,
@@ -41,28 +42,6 @@ async function waitForAudit(server: HttpServe, count: number): Promise<string[]>
   return await auditedPrincipals(server);
 }
 
-/** POSTs an `initialize` with the given Authorization header (or none). */
-async function postInitialize(url: URL, authorization?: string): Promise<Response> {
-  return await fetch(url, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      ...(authorization === undefined ? {} : { authorization }),
-    },
-    body: JSON.stringify({
-      jsonrpc: "2.0",
-      id: 1,
-      method: "initialize",
-      params: {
-        protocolVersion: "2025-11-25",
-        capabilities: {},
-        clientInfo: { name: "bearer-test", version: "1" },
-      },
-    }),
-  });
-}
-
 /** Asserts a 401 with a Bearer challenge, and drains the body. */
 async function assertRefused(response: Response, why: string): Promise<void> {
   const body = await response.text();
@@ -84,22 +63,25 @@ Deno.test("serve --http with CODE_EXECUTOR_HTTP_TOKEN runs both eras as principa
   const server = await spawnHttpServe({ env: { CODE_EXECUTOR_HTTP_TOKEN: token } });
   try {
     assertMatch(server.stderr(), /auth: bearer/);
-    await assertRefused(await postInitialize(server.url), "no Authorization header");
+    await assertRefused(await postInitialize(server.url, "bearer-test"), "no Authorization header");
     await assertRefused(
-      await postInitialize(server.url, `Bearer ${generateToken()}`),
+      await postInitialize(server.url, "bearer-test", `Bearer ${generateToken()}`),
       "a wrong token",
     );
     await assertRefused(
-      await postInitialize(server.url, `Bearer ${token}x`),
+      await postInitialize(server.url, "bearer-test", `Bearer ${token}x`),
       "the token plus one character",
     );
     await assertRefused(
-      await postInitialize(server.url, `Basic ${btoa(`u:${token}`)}`),
+      await postInitialize(server.url, "bearer-test", `Basic ${btoa(`u:${token}`)}`),
       "another scheme",
     );
-    await assertRefused(await postInitialize(server.url, "Bearer "), "an empty token");
+    await assertRefused(
+      await postInitialize(server.url, "bearer-test", "Bearer "),
+      "an empty token",
+    );
     // The same requests with the token get through.
-    const ok = await postInitialize(server.url, `Bearer ${token}`);
+    const ok = await postInitialize(server.url, "bearer-test", `Bearer ${token}`);
     await ok.body?.cancel();
     assertEquals(ok.status, 200);
 
@@ -144,10 +126,13 @@ Deno.test("serve --http with http.tokensFile runs each token as its own principa
     const server = await spawnHttpServe({ settings: { http: { tokensFile } } });
     try {
       await assertRefused(
-        await postInitialize(server.url, `Bearer ${generateToken()}`),
+        await postInitialize(server.url, "bearer-test", `Bearer ${generateToken()}`),
         "an unlisted token",
       );
-      await assertRefused(await postInitialize(server.url, "Bearer alice"), "a principal's name");
+      await assertRefused(
+        await postInitialize(server.url, "bearer-test", "Bearer alice"),
+        "a principal's name",
+      );
       for (const [token, era] of [[alice, "legacy"], [bob, "modern"], [alice, "modern"]] as const) {
         const client = await connectHttp(server.url, { era, token });
         try {

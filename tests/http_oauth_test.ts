@@ -24,6 +24,7 @@ import {
   eventually,
   fixtureServer,
   type HttpServe,
+  postInitialize,
   ROOT,
   runCommand,
   serverEnv,
@@ -39,28 +40,6 @@ import {
   startAuthorizationServer,
 } from "./fixtures/oidc_server.ts";
 import { startRecordingUpstream } from "./fixtures/http_upstream.ts";
-
-/** POSTs an `initialize` with the given Authorization header (or none). */
-async function postInitialize(url: URL, authorization?: string): Promise<Response> {
-  return await fetch(url, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      ...(authorization === undefined ? {} : { authorization }),
-    },
-    body: JSON.stringify({
-      jsonrpc: "2.0",
-      id: 1,
-      method: "initialize",
-      params: {
-        protocolVersion: "2025-11-25",
-        capabilities: {},
-        clientInfo: { name: "oauth-test", version: "1" },
-      },
-    }),
-  });
-}
 
 /** The RFC 9728 metadata URL of an MCP endpoint (`/.well-known/oauth-protected-resource/mcp`). */
 function metadataUrl(url: URL): string {
@@ -78,7 +57,7 @@ async function assertRefused(
   expected: { status: 401 | 403; error: string; reason?: RegExp },
   what: string,
 ): Promise<void> {
-  const response = await postInitialize(server.url, token && `Bearer ${token}`);
+  const response = await postInitialize(server.url, "oauth-test", token && `Bearer ${token}`);
   const body = await response.text();
   assertEquals(response.status, expected.status, `${what}: ${body}`);
   const challenge = response.headers.get("www-authenticate") ?? "";
@@ -93,7 +72,7 @@ async function assertRefused(
 
 /** Expects the token to be accepted (an `initialize` answered 200). */
 async function assertAccepted(server: HttpServe, token: string, what: string): Promise<void> {
-  const response = await postInitialize(server.url, `Bearer ${token}`);
+  const response = await postInitialize(server.url, "oauth-test", `Bearer ${token}`);
   const body = await response.text();
   assertEquals(response.status, 200, `${what}: ${body}`);
 }

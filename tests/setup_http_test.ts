@@ -16,6 +16,7 @@ import {
   homeEnv,
   ROOT,
   runCommand,
+  snapshotFiles,
   spawnHttpServe,
   type UserDirs,
   withTempDir,
@@ -86,21 +87,6 @@ function parse(text: string): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
-/** Every file under the root (caches aside), by relative path. */
-async function snapshot(root: string): Promise<Map<string, string>> {
-  const files = new Map<string, string>();
-  const walk = async (dir: string) => {
-    for await (const entry of Deno.readDir(dir)) {
-      const path = join(dir, entry.name);
-      if (entry.isDirectory) {
-        if (entry.name !== ".cache") await walk(path);
-      } else files.set(relative(root, path), await Deno.readTextFile(path));
-    }
-  };
-  await walk(root);
-  return files;
-}
-
 function runSetup(dirs: UserDirs, args: string[]) {
   return runCommand(Deno.execPath(), ["run", "-A", MAIN, "setup", ...args], {
     cwd: dirs.project,
@@ -133,7 +119,7 @@ const CLAUDE_CODE = `{
 Deno.test("setup --http turns Claude Code's stdio entry into an HTTP one, and back", async () => {
   await withUserDirs("ce-setup-http-", async (dirs) => {
     const file = await write(join(dirs.home, ".claude.json"), CLAUDE_CODE);
-    const before = await snapshot(dirs.root);
+    const before = await snapshotFiles(dirs.root);
 
     // --dry-run shows the change as a diff and writes nothing.
     const dry = await runSetup(dirs, [
@@ -144,7 +130,7 @@ Deno.test("setup --http turns Claude Code's stdio entry into an HTTP one, and ba
       URL_,
     ]);
     assertEquals(dry.code, 0, describe(dry));
-    assertEquals(await snapshot(dirs.root), before);
+    assertEquals(await snapshotFiles(dirs.root), before);
     assertMatch(dry.stdout, /^--- ~\/\.claude\.json\n\+\+\+ ~\/\.claude\.json$/m);
     assertMatch(
       dry.stdout,
@@ -173,7 +159,7 @@ Deno.test("setup --http turns Claude Code's stdio entry into an HTTP one, and ba
     assertEquals(parse(text).numStartups, 12);
     assert(text.includes("// Claude Code keeps its own state next to the servers."), text);
     assertEquals((await Deno.stat(file)).mode! & 0o777, 0o600);
-    const after = await snapshot(dirs.root);
+    const after = await snapshotFiles(dirs.root);
     const backups = [...after.keys()].filter((p) => p.startsWith("home/.claude.json.backup-"));
     assertEquals(backups.length, 1);
     assertEquals(after.get(backups[0]), CLAUDE_CODE);
@@ -198,7 +184,7 @@ Deno.test("setup --http turns Claude Code's stdio entry into an HTTP one, and ba
       "--no-check",
     ]);
     assertEquals(second.code, 0, describe(second));
-    assertEquals(await snapshot(dirs.root), after);
+    assertEquals(await snapshotFiles(dirs.root), after);
     assertMatch(second.stdout, /Nothing to change/);
 
     // Without --http the stdio entry comes back, the user's key still there.
@@ -284,7 +270,7 @@ Deno.test("setup --http refuses Claude Desktop and URLs that are not http(s), wr
       join(dirs.home, ".config", "Claude", "claude_desktop_config.json"),
       `{ "mcpServers": {} }\n`,
     );
-    const before = await snapshot(dirs.root);
+    const before = await snapshotFiles(dirs.root);
     const refused = await runSetup(dirs, ["--yes", "--client", "claude-desktop", "--http", URL_]);
     assertEquals(refused.code, 2, describe(refused));
     assertMatch(
@@ -294,7 +280,7 @@ Deno.test("setup --http refuses Claude Desktop and URLs that are not http(s), wr
     const bad = await runSetup(dirs, ["--yes", "--client", "cursor", "--http", "ftp://host/mcp"]);
     assertEquals(bad.code, 2, describe(bad));
     assertMatch(bad.stderr, /Invalid --http "ftp:\/\/host\/mcp": expected the URL of a running/);
-    assertEquals(await snapshot(dirs.root), before);
+    assertEquals(await snapshotFiles(dirs.root), before);
     assertEquals(await Deno.readTextFile(desktop), `{ "mcpServers": {} }\n`);
   });
 });

@@ -18,6 +18,7 @@ import {
   MEMORY,
   ROOT,
   runCommand,
+  snapshotFiles,
   startServer,
   type UserDirs,
   withUserDirs,
@@ -140,21 +141,6 @@ function runSetup(dirs: UserDirs, args: string[]): Promise<CommandRun> {
   return codeExecutor(dirs, ["setup", ...args]);
 }
 
-/** Every file under the root (the Deno and Code Executor caches aside), by relative path. */
-async function snapshot(root: string): Promise<Map<string, string>> {
-  const files = new Map<string, string>();
-  const walk = async (dir: string) => {
-    for await (const entry of Deno.readDir(dir)) {
-      const path = join(dir, entry.name);
-      if (entry.isDirectory) {
-        if (entry.name !== ".cache") await walk(path);
-      } else files.set(relative(root, path), await Deno.readTextFile(path));
-    }
-  };
-  await walk(root);
-  return files;
-}
-
 function backupsOf(files: Map<string, string>, file: string): string[] {
   return [...files.keys()].filter((p) => p.startsWith(`${file}.backup-`));
 }
@@ -191,12 +177,12 @@ for (const client of CLIENTS) {
       const seeded = await seed(dirs);
       const file = seeded.files[client.id];
       const rel = relative(dirs.root, file);
-      const before = await snapshot(dirs.root);
+      const before = await snapshotFiles(dirs.root);
       const original = before.get(rel)!;
 
       const first = await runSetup(dirs, ["--yes", "--client", client.id, "--no-check"]);
       assertEquals(first.code, 0, describe(first));
-      const after = await snapshot(dirs.root);
+      const after = await snapshotFiles(dirs.root);
       const text = after.get(rel)!;
 
       // The entry is the command that starts this checkout.
@@ -236,7 +222,7 @@ for (const client of CLIENTS) {
       // A second run changes nothing and makes no backup.
       const second = await runSetup(dirs, ["--yes", "--client", client.id, "--no-check"]);
       assertEquals(second.code, 0, describe(second));
-      assertEquals(await snapshot(dirs.root), after);
+      assertEquals(await snapshotFiles(dirs.root), after);
       assertMatch(second.stdout, /is already in/);
       assertMatch(second.stdout, /Nothing to change/);
     });
@@ -246,7 +232,7 @@ for (const client of CLIENTS) {
 Deno.test("setup --dry-run writes nothing and prints the diff and the daily sync", async () => {
   await withUserDirs("ce-setup-", async (dirs) => {
     await seed(dirs);
-    const before = await snapshot(dirs.root);
+    const before = await snapshotFiles(dirs.root);
     const outcome = await runSetup(dirs, [
       "--dry-run",
       "--client",
@@ -255,7 +241,7 @@ Deno.test("setup --dry-run writes nothing and prints the diff and the daily sync
       "--sync",
     ]);
     assertEquals(outcome.code, 0, describe(outcome));
-    assertEquals(await snapshot(dirs.root), before);
+    assertEquals(await snapshotFiles(dirs.root), before);
     const out = outcome.stdout;
     assertMatch(out, /^--- ~\/\.claude\.json$/m);
     assertMatch(out, /^\+\+\+ ~\/\.claude\.json$/m);
@@ -324,7 +310,7 @@ Deno.test("setup --move keeps ${VAR} references and refuses to copy literal secr
       ["postgres"],
     );
     // The own file was backed up before its second change.
-    const backups = [...(await snapshot(dirs.root)).keys()].filter((p) =>
+    const backups = [...(await snapshotFiles(dirs.root)).keys()].filter((p) =>
       p.includes("code-executor/mcp.json.backup-")
     );
     assertEquals(backups.length, 1);
@@ -512,7 +498,7 @@ for (const client of MORE_CLIENTS) {
         client.mode,
       );
       const original = await Deno.readTextFile(file);
-      const before = await snapshot(dirs.root);
+      const before = await snapshotFiles(dirs.root);
 
       // The scan lists the file and its servers; a dry run writes nothing.
       const dry = await runSetup(dirs, ["--dry-run", "--client", client.id, "--move"]);
@@ -522,7 +508,7 @@ for (const client of MORE_CLIENTS) {
         new RegExp(`^  ${escape(client.label)} +\\S*mcp\\.json: 2 servers: memory, \\w+$`, "m"),
       );
       assertMatch(dry.stdout, /^ {2}move "memory" to ~\/\.config\/code-executor\/mcp\.json$/m);
-      assertEquals(await snapshot(dirs.root), before);
+      assertEquals(await snapshotFiles(dirs.root), before);
 
       // The real run moves memory, and its check reaches memory behind Code Executor.
       const first = await runSetup(dirs, ["--yes", "--client", client.id, "--move"]);
@@ -556,7 +542,7 @@ for (const client of MORE_CLIENTS) {
         (own.mcpServers as Record<string, unknown>).memory,
         (parse(original)[client.key] as Record<string, unknown>).memory,
       );
-      const after = await snapshot(dirs.root);
+      const after = await snapshotFiles(dirs.root);
       assertEquals(backupsOf(after, relative(dirs.root, file)).length, 1);
 
       const second = await runSetup(dirs, ["--yes", "--client", client.id, "--move", "--no-check"]);
@@ -617,7 +603,7 @@ Deno.test("setup --sync --no-enable writes the systemd units once and says how t
       first.stdout,
       /to activate it, run: systemctl --user daemon-reload && systemctl --user enable --now code-executor-sync\.timer/,
     );
-    const after = await snapshot(dirs.root);
+    const after = await snapshotFiles(dirs.root);
     const second = await runSetup(dirs, [
       "--yes",
       "--client",
@@ -628,21 +614,21 @@ Deno.test("setup --sync --no-enable writes the systemd units once and says how t
     ]);
     assertEquals(second.code, 0, describe(second));
     assertMatch(second.stdout, /already installed/);
-    assertEquals(await snapshot(dirs.root), after);
+    assertEquals(await snapshotFiles(dirs.root), after);
   });
 });
 
 Deno.test("setup without a terminal and without --yes asks for flags instead of guessing", async () => {
   await withUserDirs("ce-setup-", async (dirs) => {
     await seed(dirs);
-    const before = await snapshot(dirs.root);
+    const before = await snapshotFiles(dirs.root);
     const outcome = await runSetup(dirs, ["--client", "cursor"]);
     assertEquals(outcome.code, 2, describe(outcome));
     assertMatch(
       outcome.stderr,
       /Cannot ask the setup questions: stdin is not a terminal; pass --yes/,
     );
-    assertEquals(await snapshot(dirs.root), before);
+    assertEquals(await snapshotFiles(dirs.root), before);
   });
 });
 
@@ -782,7 +768,7 @@ Deno.test("writeFileAtomic() keeps the mode, follows symlinks and leaves no temp
       mode: 0o600,
     });
     assertEquals((await Deno.stat(fresh)).mode! & 0o777, 0o600);
-    assertEquals([...(await snapshot(join(dirs.root, "dotfiles"))).keys()], ["mcp.json"]);
+    assertEquals([...(await snapshotFiles(join(dirs.root, "dotfiles"))).keys()], ["mcp.json"]);
 
     const now = new Date("2026-01-02T03:04:05.678Z");
     const one = await backupFile(real, now);
