@@ -8,7 +8,8 @@
  *
  * @module
  */
-import { isIPv4, isIPv6 } from "node:net";
+import { type Cidr, ipv4InRanges, ipv6Groups, ipv6InRanges, parseCidr } from "./ip.ts";
+import { CARD, eachNumber, forEachNumberRun, IPV4, PHONE, SSN } from "./numbers.ts";
 import { PhoneNumbers } from "./phone.ts";
 
 /** The kinds of personal data found; each is also the word of its placeholder (`<email_1>`). */
@@ -56,18 +57,9 @@ export const DEFAULT_IGNORED_IP_RANGES: readonly string[] = [
 
 const EMAIL =
   /(?<![\w.%+-])[A-Za-z0-9](?:[A-Za-z0-9._%+-]{0,62}[A-Za-z0-9_%+-])?@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-]|\.[A-Za-z0-9])/g;
-// Digits with spaces, dots, dashes or a parenthesised area code, optionally after `+`.
-const PHONE =
-  /(?<![\w+.\-/:@#$€£])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{1,8}(?:[ .-]\d{1,8}){1,5}(?![\w.\-/:@%])|(?<![\w+])\+\d{8,15}(?!\w)/g;
-const CARD = /(?<![\w.,-])\d{4}(?:[ -]?\d{2,6}){2,4}(?:[ -]?\d{1,4})?(?![\w.,-]\d)/g;
 const IBAN_START = /[A-Z]{2}\d{2}/g;
 const IBAN = /(?<![\w])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?(?![\w])/g;
-const SSN = /(?<![\w.\-/:])(\d{3})([- ])(\d{2})\2(\d{4})(?![\w.\-/:])/g;
-const IPV4 =
-  /(?<![\w.\-@:/])(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}(?![\w.]|-\d)/g;
-const IPV6 = /(?<![\w:.])(?=[0-9A-Fa-f:]*::|(?:[0-9A-Fa-f]{1,4}:){7})[0-9A-Fa-f:.]{3,45}(?![\w:])/g;
-const LOCAL_CHAR = /[A-Za-z0-9._%+-]/;
-const DOMAIN_CHAR = /[A-Za-z0-9.-]/;
+const IPV6 = /(?<![\w:.])(?=[0-9A-Fa-f:]*::|(?:[0-9A-Fa-f]{1,4}:){7})[0-9A-Fa-f:.]{3,45}(?![\w:])/y;
 // Words right before a dotted quad that make it a version, not an address.
 const VERSION_WORD = /(?:\bv|version|release|build|ver\.?)\s*$/i;
 
@@ -140,62 +132,6 @@ function ssnValid(area: string, group: string, serial: string): boolean {
   return a !== 0 && a !== 666 && a < 900 && group !== "00" && serial !== "0000";
 }
 
-interface Cidr {
-  v6: boolean;
-  bits: bigint;
-  prefix: number;
-  /** IPv4: the address's top `prefix` bits, as a number. */
-  v4Top: number;
-}
-
-function ipBits(ip: string): bigint | undefined {
-  if (isIPv4(ip)) return ip.split(".").reduce((n, o) => (n << 8n) + BigInt(o), 0n);
-  return isIPv6(ip) ? ipv6Bits(ip) : undefined;
-}
-
-/** The 128 bits of an address already known to be IPv6. */
-function ipv6Bits(ip: string): bigint {
-  let text = ip;
-  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
-  if (v4) {
-    const b = ipBits(v4[1])!;
-    text = text.slice(0, v4.index) + `${(b >> 16n).toString(16)}:${(b & 0xffffn).toString(16)}`;
-  }
-  const [head, tail] = text.split("::");
-  const h = head ? head.split(":") : [];
-  const t = tail === undefined ? [] : tail ? tail.split(":") : [];
-  const groups = tail === undefined ? h : [...h, ...Array(8 - h.length - t.length).fill("0"), ...t];
-  return groups.reduce((n, g) => (n << 16n) + BigInt(parseInt(g, 16)), 0n);
-}
-
-function parseCidr(cidr: string): Cidr {
-  const [ip, len] = cidr.split("/");
-  const bits = ipBits(ip);
-  const v6 = isIPv6(ip);
-  const prefix = len === undefined ? (v6 ? 128 : 32) : Number(len);
-  if (bits === undefined || !Number.isInteger(prefix) || prefix < 0 || prefix > (v6 ? 128 : 32)) {
-    throw new TypeError(`Invalid IP range "${cidr}": expected address/prefix`);
-  }
-  return { v6, bits, prefix, v4Top: v6 ? 0 : Number(bits >> BigInt(32 - prefix)) };
-}
-
-/** Whether an address (a dotted quad, or a valid IPv6 address) is in one of the ranges. */
-function inRanges(ip: string, ranges: readonly Cidr[]): boolean {
-  // The IPv4 regex matched a dotted quad already: numbers, not BigInt and isIPv4 (10× faster).
-  if (!ip.includes(":")) {
-    const o = ip.split(".");
-    const n = ((+o[0] << 24) >>> 0) + (+o[1] << 16) + (+o[2] << 8) + +o[3];
-    return ranges.some((r) => !r.v6 && Math.floor(n / 2 ** (32 - r.prefix)) === r.v4Top);
-  }
-  // The caller checked it with isIPv6, whose pattern is the slowest part of this.
-  const bits = ipv6Bits(ip);
-  return ranges.some((r) => {
-    if (!r.v6) return false;
-    const shift = 128n - BigInt(r.prefix);
-    return (bits >> shift) === (r.bits >> shift);
-  });
-}
-
 /**
  * Finds personal data in text, in order, without overlaps (the earlier, then the longer, match
  * wins).
@@ -226,9 +162,9 @@ export class PersonalDataDetector {
   find(text: string): PersonalDataMatch[] {
     const found: PersonalDataMatch[] = [];
     const on = (c: PersonalDataCategory) => this.#categories.has(c);
-    // The category patterns only run on small windows around what they need (an `@`, a run of
-    // digits, colons, two capitals and two digits): over the whole text their look-behinds cost
-    // about 0.5 s a megabyte of ordinary text, against 25 to 55 ms for all of find() on windows
+    // The category patterns only run where what they need is (an `@`, a run of digits, colons,
+    // two capitals and two digits), the number patterns sticky at the places a number can start:
+    // over the whole text their look-behinds cost about 0.5 s a megabyte of ordinary text
     // (bench/privacy.ts, bench/RESULTS.md "Privacy").
     if (on("email")) this.#emails(text, found);
     if (on("iban")) {
@@ -239,7 +175,11 @@ export class PersonalDataDetector {
       }
     }
     if (on("card") || on("ssn") || on("phone") || on("ip")) {
-      forEachNumberRun(text, (start, end) => this.#numbers(text, start, end, found));
+      // Values repeat in output (a log, a table): each distinct phone candidate is parsed once.
+      const phones = new Map<string, boolean>();
+      forEachNumberRun(text, (start, end, digits, dots) => {
+        this.#numbers(text, start, end, digits, dots, found, phones);
+      });
     }
     if (on("ip") && text.includes(":")) this.#ipv6(text, found);
     return withoutOverlaps(found);
@@ -248,48 +188,50 @@ export class PersonalDataDetector {
   #emails(text: string, found: PersonalDataMatch[]): void {
     for (let at = text.indexOf("@"); at >= 0; at = text.indexOf("@", at + 1)) {
       let left = at;
-      while (left > 0 && at - left < 64 && LOCAL_CHAR.test(text[left - 1])) left--;
+      while (left > 0 && at - left < 64 && isLocalChar(text.charCodeAt(left - 1))) left--;
       let right = at + 1;
-      while (right < text.length && right - at < 256 && DOMAIN_CHAR.test(text[right])) right++;
+      while (right < text.length && right - at < 256 && isDomainChar(text.charCodeAt(right))) {
+        right++;
+      }
       scan(text, left - 1, right + 1, left, EMAIL, (v, start) => {
         found.push(match("email", start, v));
       });
     }
   }
 
-  #numbers(text: string, start: number, end: number, found: PersonalDataMatch[]): void {
-    const from = start - 16, to = end + 2;
-    // What the run holds decides which patterns can match in it: most runs are dates, times,
-    // versions and ids that need one pattern or none.
-    let digits = 0, dots = 0, dashes = 0;
-    for (let i = start; i < end; i++) {
-      const c = text.charCodeAt(i);
-      if (c >= 48 && c <= 57) digits++;
-      else if (c === 46) dots++;
-      else if (c === 45 || c === 32) dashes++;
-    }
+  #numbers(
+    text: string,
+    start: number,
+    end: number,
+    digits: number,
+    dots: number,
+    found: PersonalDataMatch[],
+    phones: Map<string, boolean>,
+  ): void {
     if (digits >= 13 && this.#categories.has("card")) {
-      scan(text, from, to, start, CARD, (v, at) => {
+      eachNumber(text, start, end, digits, CARD, (v, at) => {
         const digits = v.replace(/[ -]/g, "");
         if (digits.length >= 13 && digits.length <= 19 && cardIssuer(digits) && luhnValid(digits)) {
           found.push(match("card", at, v));
         }
       });
     }
-    if (digits >= 9 && dashes >= 2 && this.#categories.has("ssn")) {
-      scan(text, from, to, start, SSN, (v, at, m) => {
+    if (digits >= 9 && this.#categories.has("ssn")) {
+      eachNumber(text, start, end, digits, SSN, (v, at, m) => {
         if (ssnValid(m[1], m[3], m[4])) found.push(match("ssn", at, v));
       });
     }
     if (dots >= 3 && this.#categories.has("ip")) {
-      scan(text, from, to, start, IPV4, (v, at) => {
+      eachNumber(text, start, end, digits, IPV4, (v, at) => {
         if (VERSION_WORD.test(text.slice(Math.max(0, at - 12), at))) return;
-        if (!inRanges(v, this.#ignored)) found.push(match("ip", at, v));
+        if (!ipv4InRanges(v, this.#ignored)) found.push(match("ip", at, v));
       });
     }
     if (digits >= 7 && this.#categories.has("phone")) {
-      scan(text, from, to, start, PHONE, (v, at) => {
-        if (this.#phones.test(v)) found.push(match("phone", at, v));
+      eachNumber(text, start, end, digits, PHONE, (v, at) => {
+        let phone = phones.get(v);
+        if (phone === undefined) phones.set(v, phone = this.#phones.test(v));
+        if (phone) found.push(match("phone", at, v));
       });
     }
   }
@@ -306,43 +248,44 @@ export class PersonalDataDetector {
         right++;
       }
       colon.lastIndex = right;
-      scan(text, left - 1, right + 1, left, IPV6, (v, start) => {
-        const ip = v.replace(/\.$/, "");
-        if (isIPv6(ip) && /[0-9a-f]/i.test(ip) && !inRanges(ip, this.#ignored)) {
-          found.push(match("ip", start, ip));
-        }
-      });
+      // The pattern's look-behind refuses a start inside a run, so only `left` can start one;
+      // past the bounds, only what `text[left - 1, right + 1)` shows counts, as it always has.
+      if (left > 0 && isIpv6Char(text.charCodeAt(left - 1))) continue;
+      // The pattern needs a `::` or seven colons (times such as 12:30:45 have neither).
+      let colons = 0, pair = false;
+      for (let i = left, last = Math.min(right + 1, text.length); i < last; i++) {
+        if (text.charCodeAt(i) !== 58) continue;
+        colons++;
+        if (i > left && text.charCodeAt(i - 1) === 58) pair = true;
+      }
+      if (!pair && colons < 7) continue;
+      const whole = right === text.length || !isIpv6Char(text.charCodeAt(right));
+      const view = whole ? text : text.slice(0, right + 1);
+      IPV6.lastIndex = left;
+      const v = IPV6.exec(view)?.[0];
+      if (v === undefined) continue;
+      const ip = v.endsWith(".") ? v.slice(0, -1) : v;
+      const groups = ipv6Groups(ip);
+      if (groups && /[0-9a-f]/i.test(ip) && !ipv6InRanges(groups, this.#ignored)) {
+        found.push(match("ip", left, ip));
+      }
     }
   }
+}
+
+/** `[A-Za-z0-9.-]`: a character of a domain name. */
+function isDomainChar(c: number): boolean {
+  return (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 46 ||
+    c === 45;
+}
+
+/** `[A-Za-z0-9._%+-]`: a character of an address's local part. */
+function isLocalChar(c: number): boolean {
+  return isDomainChar(c) || c === 95 || c === 37 || c === 43;
 }
 
 function isIpv6Char(c: number): boolean {
   return (c >= 48 && c <= 58) || c === 46 || (c >= 65 && c <= 70) || (c >= 97 && c <= 102);
-}
-
-/**
- * Calls `visit` for each run of digits, spaces, dots, dashes and parentheses (with the `+` or `(`
- * before it) that holds seven digits or more, or three dots: what the number patterns need. By
- * hand, because a pattern for it costs 15 to 25 ms a megabyte and this loop 5 (bench/privacy.ts).
- */
-function forEachNumberRun(text: string, visit: (start: number, end: number) => void): void {
-  const n = text.length;
-  for (let i = 0; i < n; i++) {
-    const c = text.charCodeAt(i);
-    if (c < 48 || c > 57) continue;
-    let digits = 1, dots = 0, j = i + 1;
-    for (; j < n; j++) {
-      const k = text.charCodeAt(j);
-      if (k >= 48 && k <= 57) digits++;
-      else if (k === 46) dots++;
-      else if (k !== 32 && k !== 45 && k !== 40 && k !== 41) break;
-    }
-    if (digits >= 7 || dots >= 3) {
-      const before = i > 0 ? text.charCodeAt(i - 1) : 0;
-      visit(before === 43 || before === 40 ? i - 1 : i, j);
-    }
-    i = j;
-  }
 }
 
 function match(category: PersonalDataCategory, start: number, value: string): PersonalDataMatch {

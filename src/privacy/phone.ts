@@ -9,7 +9,6 @@ import { isSupportedCountry, Metadata, parsePhoneNumberFromString } from "libpho
 import type { CountryCode } from "libphonenumber-js/max";
 
 const DOTTED_QUAD = /^\d{1,3}(?:\.\d{1,3}){3}$/;
-const ONE_DIGIT_GROUP = /[ .-]\d(?!\d)/;
 
 /** How many digits each group of a written number may have: `[min, max]` per group. */
 type Grouping = Array<[number, number]>;
@@ -72,8 +71,36 @@ function nationalGroupings(metadata: Metadata): Grouping[] | undefined {
   return out;
 }
 
+/** The lengths of the runs of digits of a text, in order. */
 function groupsOf(text: string): number[] {
-  return text.match(/\d+/g)?.map((g) => g.length) ?? [];
+  const groups: number[] = [];
+  let length = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 48 && c <= 57) length++;
+    else if (length > 0) {
+      groups.push(length);
+      length = 0;
+    }
+  }
+  if (length > 0) groups.push(length);
+  return groups;
+}
+
+/** Whether a space, dot or dash comes before a group of one digit. */
+function oneDigitGroup(text: string): boolean {
+  for (let i = 1; i < text.length; i++) {
+    const c = text.charCodeAt(i - 1);
+    if (
+      (c === 32 || c === 46 || c === 45) && isDigit(text.charCodeAt(i)) &&
+      !isDigit(text.charCodeAt(i + 1))
+    ) return true;
+  }
+  return false;
+}
+
+function isDigit(c: number): boolean {
+  return c >= 48 && c <= 57;
 }
 
 /** Tells phone numbers from other runs of digits, for one region. */
@@ -112,18 +139,20 @@ export class PhoneNumbers {
    * @returns True for a phone number.
    */
   test(candidate: string): boolean {
-    const digits = candidate.replace(/\D/g, "").length;
+    const groups = groupsOf(candidate);
+    let digits = 0;
+    for (const g of groups) digits += g;
     if (digits < 7 || digits > 15) return false;
-    const national = !candidate.startsWith("+");
+    const national = candidate.charCodeAt(0) !== 43;
     if (national) {
       if (!this.#lengths.has(digits)) return false;
       // A one-digit group past the first (`203.0.113.9`, a version), or an address.
-      if (ONE_DIGIT_GROUP.test(candidate) || DOTTED_QUAD.test(candidate)) return false;
-      if (this.#groupings && !this.#fits(groupsOf(candidate))) return false;
+      if (oneDigitGroup(candidate) || DOTTED_QUAD.test(candidate)) return false;
+      if (this.#groupings && !this.#fits(groups)) return false;
     }
     const phone = parsePhoneNumberFromString(candidate, this.#region);
     if (!phone?.isValid()) return false;
-    return !national || groupsOf(candidate).join() === groupsOf(phone.formatNational()).join();
+    return !national || groups.join() === groupsOf(phone.formatNational()).join();
   }
 
   #fits(groups: number[]): boolean {

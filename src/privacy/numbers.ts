@@ -1,0 +1,148 @@
+/**
+ * Finding the numbers the detector checks (cards, social security numbers, IPv4 addresses, phone
+ * numbers) fast: runs of digits are found by hand, and each pattern is tried, sticky, only where
+ * a number can start and the few characters there allow it. What is found is what the global
+ * patterns run over each run found (tests/privacy_detect_test.ts; bench/privacy.ts for the cost).
+ *
+ * @module
+ */
+
+/** A pattern tried at the places of a run where it can match. */
+export interface NumberPattern {
+  /** Sticky: tried at one place at a time. */
+  pattern: RegExp;
+  /** The fewest digits a match must hold to be kept: fewer left in a run, it stops there. */
+  minDigits: number;
+  /** Whether the pattern can match at `p`, from the characters there (no false negatives). */
+  canStart(text: string, p: number): boolean;
+}
+
+function digitAt(text: string, p: number): boolean {
+  const c = text.charCodeAt(p);
+  return c >= 48 && c <= 57;
+}
+
+/** Payment cards: four digits first. */
+export const CARD: NumberPattern = {
+  pattern: /(?<![\w.,-])\d{4}(?:[ -]?\d{2,6}){2,4}(?:[ -]?\d{1,4})?(?![\w.,-]\d)/y,
+  minDigits: 13,
+  canStart: (text, p) =>
+    digitAt(text, p) && digitAt(text, p + 1) && digitAt(text, p + 2) && digitAt(text, p + 3),
+};
+
+/** US social security numbers, `123-45-6789` or `123 45 6789`. */
+export const SSN: NumberPattern = {
+  pattern: /(?<![\w.\-/:])(\d{3})([- ])(\d{2})\2(\d{4})(?![\w.\-/:])/y,
+  minDigits: 9,
+  canStart(text, p) {
+    const sep = text.charCodeAt(p + 3);
+    return (sep === 45 || sep === 32) && text.charCodeAt(p + 6) === sep && digitAt(text, p) &&
+      digitAt(text, p + 1) && digitAt(text, p + 2) && digitAt(text, p + 4) &&
+      digitAt(text, p + 5) && digitAt(text, p + 7) && digitAt(text, p + 8) &&
+      digitAt(text, p + 9) && digitAt(text, p + 10);
+  },
+};
+
+/** Dotted quads: a dot within the first four characters. */
+export const IPV4: NumberPattern = {
+  pattern:
+    /(?<![\w.\-@:/])(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}(?![\w.]|-\d)/y,
+  minDigits: 4,
+  canStart: (text, p) =>
+    digitAt(text, p) && text.charCodeAt(p + 1) === 46 || text.charCodeAt(p + 2) === 46 ||
+    text.charCodeAt(p + 3) === 46,
+};
+
+/**
+ * Phone numbers: digits with spaces, dots, dashes or a parenthesised area code, optionally after
+ * `+`; seven digits at least (`PhoneNumbers.test`).
+ */
+export const PHONE: NumberPattern = {
+  pattern:
+    /(?<![\w+.\-/:@#$€£])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{1,8}(?:[ .-]\d{1,8}){1,5}(?![\w.\-/:@%])|(?<![\w+])\+\d{8,15}(?!\w)/y,
+  minDigits: 7,
+  canStart(text, p) {
+    const c = text.charCodeAt(p);
+    if (c === 43 || c === 40) return digitAt(text, p + 1);
+    // From a digit: its whole group (at most eight digits), then a separator and a digit.
+    let q = p + 1;
+    while (q - p <= 8 && digitAt(text, q)) q++;
+    const sep = text.charCodeAt(q);
+    return q - p <= 8 && (sep === 32 || sep === 46 || sep === 45) && digitAt(text, q + 1);
+  },
+};
+
+/**
+ * Calls `visit` for each run of digits, spaces, dots, dashes and parentheses (with the `+` or `(`
+ * before it) that holds seven digits or more, or three dots: what the number patterns need. By
+ * hand, because a pattern for it costs 15 to 25 ms a megabyte and this loop 3 to 5
+ * (bench/privacy.ts).
+ *
+ * @param text Any text.
+ * @param visit Gets the run's bounds and how many digits and dots it holds.
+ */
+export function forEachNumberRun(
+  text: string,
+  visit: (start: number, end: number, digits: number, dots: number) => void,
+): void {
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 48 || c > 57) continue;
+    let digits = 1, dots = 0, j = i + 1;
+    for (; j < n; j++) {
+      const k = text.charCodeAt(j);
+      if (k >= 48 && k <= 57) digits++;
+      else if (k === 46) dots++;
+      else if (k !== 32 && k !== 45 && k !== 40 && k !== 41) break;
+    }
+    if (digits >= 7 || dots >= 3) {
+      const before = i > 0 ? text.charCodeAt(i - 1) : 0;
+      visit(before === 43 || before === 40 ? i - 1 : i, j, digits, dots);
+    }
+    i = j;
+  }
+}
+
+/**
+ * Tries a pattern at each place of the run `text[start, end)` where a number can start (a digit
+ * after a non-digit, a `+` or a `(`: the patterns' look-behinds refuse the others) and its
+ * `canStart` allows, and reports each match, going on after it: what the global pattern run over
+ * the run finds, without trying every position nor copying the run. It stops when fewer digits
+ * are left than a kept match needs: a match there would be dropped.
+ *
+ * @param text The whole text.
+ * @param start The run's first character.
+ * @param end After the run's last character.
+ * @param digits How many digits the run holds.
+ * @param number The pattern.
+ * @param report Gets each match, its index in the text and the match array.
+ */
+export function eachNumber(
+  text: string,
+  start: number,
+  end: number,
+  digits: number,
+  number: NumberPattern,
+  report: (value: string, start: number, m: RegExpExecArray) => void,
+): void {
+  const { pattern, minDigits, canStart } = number;
+  let left = digits, resume = start;
+  for (let p = start; p < end && left >= minDigits; p++) {
+    const c = text.charCodeAt(p);
+    const digit = c >= 48 && c <= 57;
+    if (
+      p >= resume &&
+      (digit ? p === 0 || !digitAt(text, p - 1) : c === 43 || c === 40) &&
+      canStart(text, p)
+    ) {
+      pattern.lastIndex = p;
+      const m = pattern.exec(text);
+      if (m) {
+        report(m[0], p, m);
+        resume = p + m[0].length;
+      }
+    }
+    if (digit) left--;
+  }
+}
