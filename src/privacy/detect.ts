@@ -9,7 +9,7 @@
  * @module
  */
 import { type Cidr, ipv4InRanges, ipv6Groups, ipv6InRanges, parseCidr } from "./ip.ts";
-import { CARD, eachNumber, forEachNumberRun, IPV4, PHONE, SSN } from "./numbers.ts";
+import { CARD, eachNumber, IPV4, numberRuns, PHONE, SSN } from "./numbers.ts";
 import { PhoneNumbers } from "./phone.ts";
 
 /** The kinds of personal data found; each is also the word of its placeholder (`<email_1>`). */
@@ -57,7 +57,6 @@ export const DEFAULT_IGNORED_IP_RANGES: readonly string[] = [
 
 const EMAIL =
   /(?<![\w.%+-])[A-Za-z0-9](?:[A-Za-z0-9._%+-]{0,62}[A-Za-z0-9_%+-])?@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-]|\.[A-Za-z0-9])/g;
-const IBAN_START = /[A-Z]{2}\d{2}/g;
 const IBAN = /(?<![\w])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?(?![\w])/g;
 const IPV6 = /(?<![\w:.])(?=[0-9A-Fa-f:]*::|(?:[0-9A-Fa-f]{1,4}:){7})[0-9A-Fa-f:.]{3,45}(?![\w:])/y;
 // Words right before a dotted quad that make it a version, not an address.
@@ -167,19 +166,19 @@ export class PersonalDataDetector {
     // over the whole text their look-behinds cost about 0.5 s a megabyte of ordinary text
     // (bench/privacy.ts, bench/RESULTS.md "Privacy").
     if (on("email")) this.#emails(text, found);
-    if (on("iban")) {
-      for (const m of text.matchAll(IBAN_START)) {
-        scan(text, m.index - 1, m.index + 44, m.index, IBAN, (v, at) => {
+    const numbers = on("card") || on("ssn") || on("phone") || on("ip");
+    if (numbers || on("iban")) {
+      const { runs, capitals } = numberRuns(text, on("iban"));
+      for (const at of capitals) {
+        scan(text, at - 1, at + 44, at, IBAN, (v, at) => {
           if (ibanValid(v.replaceAll(" ", ""))) found.push(match("iban", at, v));
         });
       }
-    }
-    if (on("card") || on("ssn") || on("phone") || on("ip")) {
-      // Values repeat in output (a log, a table): each distinct phone candidate is parsed once.
+      // Values repeat in output (a log, a table): the library parses each distinct phone once.
       const phones = new Map<string, boolean>();
-      forEachNumberRun(text, (start, end, digits, dots) => {
-        this.#numbers(text, start, end, digits, dots, found, phones);
-      });
+      for (let r = 0; numbers && r < runs.length; r += 4) {
+        this.#numbers(text, runs[r], runs[r + 1], runs[r + 2], runs[r + 3], found, phones);
+      }
     }
     if (on("ip") && text.includes(":")) this.#ipv6(text, found);
     return withoutOverlaps(found);
@@ -209,45 +208,49 @@ export class PersonalDataDetector {
     phones: Map<string, boolean>,
   ): void {
     if (digits >= 13 && this.#categories.has("card")) {
-      eachNumber(text, start, end, digits, CARD, (v, at) => {
-        const digits = v.replace(/[ -]/g, "");
+      for (const m of eachNumber(text, start, end, digits, CARD)) {
+        const digits = m[0].replace(/[ -]/g, "");
         if (digits.length >= 13 && digits.length <= 19 && cardIssuer(digits) && luhnValid(digits)) {
-          found.push(match("card", at, v));
+          found.push(match("card", m.index, m[0]));
         }
-      });
+      }
     }
     if (digits >= 9 && this.#categories.has("ssn")) {
-      eachNumber(text, start, end, digits, SSN, (v, at, m) => {
-        if (ssnValid(m[1], m[3], m[4])) found.push(match("ssn", at, v));
-      });
+      for (const m of eachNumber(text, start, end, digits, SSN)) {
+        if (ssnValid(m[1], m[3], m[4])) found.push(match("ssn", m.index, m[0]));
+      }
     }
     if (dots >= 3 && this.#categories.has("ip")) {
-      eachNumber(text, start, end, digits, IPV4, (v, at) => {
-        if (VERSION_WORD.test(text.slice(Math.max(0, at - 12), at))) return;
-        if (!ipv4InRanges(v, this.#ignored)) found.push(match("ip", at, v));
-      });
+      for (const m of eachNumber(text, start, end, digits, IPV4)) {
+        if (VERSION_WORD.test(text.slice(Math.max(0, m.index - 12), m.index))) continue;
+        if (!ipv4InRanges(m[0], this.#ignored)) found.push(match("ip", m.index, m[0]));
+      }
     }
     if (digits >= 7 && this.#categories.has("phone")) {
-      eachNumber(text, start, end, digits, PHONE, (v, at) => {
-        let phone = phones.get(v);
-        if (phone === undefined) phones.set(v, phone = this.#phones.test(v));
-        if (phone) found.push(match("phone", at, v));
-      });
+      for (const m of eachNumber(text, start, end, digits, PHONE)) {
+        if (this.#phones.test(m[0], phones)) found.push(match("phone", m.index, m[0]));
+      }
     }
   }
 
   #ipv6(text: string, found: PersonalDataMatch[]): void {
     // From each `:` that starts a candidate, out to the ends of its run of hex digits, colons and
     // dots: a pattern that could start at any hex digit would try every letter a to f.
-    const colon = /:[0-9A-Fa-f]{0,4}:/g;
-    for (let m = colon.exec(text); m; m = colon.exec(text)) {
-      let left = m.index;
-      while (left > 0 && m.index - left < 45 && isIpv6Char(text.charCodeAt(left - 1))) left--;
-      let right = m.index + 1;
+    for (let at = text.indexOf(":"), next = 0; at >= 0; at = text.indexOf(":", next)) {
+      // `:[0-9A-Fa-f]{0,4}:`
+      let q = at + 1;
+      while (q - at <= 4 && isHexDigit(text.charCodeAt(q))) q++;
+      if (text.charCodeAt(q) !== 58) {
+        next = at + 1;
+        continue;
+      }
+      let left = at;
+      while (left > 0 && at - left < 45 && isIpv6Char(text.charCodeAt(left - 1))) left--;
+      let right = at + 1;
       while (right < text.length && right - left < 46 && isIpv6Char(text.charCodeAt(right))) {
         right++;
       }
-      colon.lastIndex = right;
+      next = right;
       // The pattern's look-behind refuses a start inside a run, so only `left` can start one;
       // past the bounds, only what `text[left - 1, right + 1)` shows counts, as it always has.
       if (left > 0 && isIpv6Char(text.charCodeAt(left - 1))) continue;
@@ -284,8 +287,12 @@ function isLocalChar(c: number): boolean {
   return isDomainChar(c) || c === 95 || c === 37 || c === 43;
 }
 
+function isHexDigit(c: number): boolean {
+  return (c >= 48 && c <= 57) || (c >= 65 && c <= 70) || (c >= 97 && c <= 102);
+}
+
 function isIpv6Char(c: number): boolean {
-  return (c >= 48 && c <= 58) || c === 46 || (c >= 65 && c <= 70) || (c >= 97 && c <= 102);
+  return isHexDigit(c) || c === 58 || c === 46;
 }
 
 function match(category: PersonalDataCategory, start: number, value: string): PersonalDataMatch {
