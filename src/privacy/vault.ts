@@ -77,8 +77,12 @@ export class PlaceholderVault {
     if (matches.length === 0) return text;
     const mine = this.#of(principal);
     const now = this.#now();
+    // A value that comes back in the same text (a log's lines) is looked up and renewed once.
+    const given = new Map<string, string>();
     return replaceMatches(text, matches, (m) => {
       const key = `${m.category}\0${m.value}`;
+      const placeholder = given.get(key);
+      if (placeholder !== undefined) return placeholder;
       let entry = mine.byValue.get(key);
       if (entry && entry.expiresAt <= now) {
         this.#forget(mine, key, entry);
@@ -90,6 +94,7 @@ export class PlaceholderVault {
         entry = { placeholder: `<${m.category}_${n}>`, value: m.value, expiresAt: 0 };
       }
       this.#touch(mine, key, entry, now);
+      given.set(key, entry.placeholder);
       return entry.placeholder;
     });
   }
