@@ -165,23 +165,35 @@ export class PersonalDataDetector {
     // two capitals and two digits), the number patterns sticky at the places a number can start:
     // over the whole text their look-behinds cost about 0.5 s a megabyte of ordinary text
     // (bench/privacy.ts, bench/RESULTS.md "Privacy").
+    // Each loop over a text is alone in its function, with nothing after it: V8 optimizes a long
+    // loop while it runs (on-stack replacement) and keeps that code for the next calls, and code
+    // after the loop that the interpreter had not run yet made that code bail out on every call.
     if (on("email")) this.#emails(text, found);
     const numbers = on("card") || on("ssn") || on("phone") || on("ip");
     if (numbers || on("iban")) {
-      const { runs, capitals } = numberRuns(text, on("iban"));
-      for (const at of capitals) {
-        scan(text, at - 1, at + 44, at, IBAN, (v, at) => {
-          if (ibanValid(v.replaceAll(" ", ""))) found.push(match("iban", at, v));
-        });
-      }
-      // Values repeat in output (a log, a table): the library parses each distinct phone once.
-      const phones = new Map<string, boolean>();
-      for (let r = 0; numbers && r < runs.length; r += 4) {
-        this.#numbers(text, runs[r], runs[r + 1], runs[r + 2], runs[r + 3], found, phones);
-      }
+      const capitals: number[] = [];
+      const runs = numberRuns(text, on("iban") ? capitals : undefined);
+      this.#ibans(text, capitals, found);
+      if (numbers) this.#runs(text, runs, found);
     }
     if (on("ip") && text.includes(":")) this.#ipv6(text, found);
     return withoutOverlaps(found);
+  }
+
+  #ibans(text: string, capitals: number[], found: PersonalDataMatch[]): void {
+    for (const at of capitals) {
+      scan(text, at - 1, at + 44, at, IBAN, (v, at) => {
+        if (ibanValid(v.replaceAll(" ", ""))) found.push(match("iban", at, v));
+      });
+    }
+  }
+
+  #runs(text: string, runs: number[], found: PersonalDataMatch[]): void {
+    // Values repeat in output (a log, a table): the library parses each distinct phone once.
+    const phones = new Map<string, boolean>();
+    for (let r = 0; r < runs.length; r += 4) {
+      this.#numbers(text, runs[r], runs[r + 1], runs[r + 2], runs[r + 3], found, phones);
+    }
   }
 
   #emails(text: string, found: PersonalDataMatch[]): void {
