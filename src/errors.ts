@@ -142,6 +142,19 @@ export const ERROR_TYPES = {
     meaning: "The arguments do not match the tool's input schema",
     change: "Fix the arguments; getToolSchema(name) shows the schema",
   },
+  SkillNotFound: {
+    meaning: "No saved skill has that name (or that version, for name@N) for this caller",
+    change: "Call skills.list() or search_tools to see the saved skills and their versions",
+  },
+  SkillInvalid: {
+    meaning:
+      "A skill is refused: bad name, description, size, language or input schema, or a stored skill's files are malformed or symlinks",
+    change: "Change what the message names (name: lowercase a-z, digits, single hyphens)",
+  },
+  SkillSaveDisabled: {
+    meaning: 'Saving skills is off (skills.save "off"), or for the admin only ("admin")',
+    change: "Run the program with run_typescript / run_python, or ask the admin",
+  },
   ToolResultTooLarge: {
     meaning: "The tool's result is larger than tools.maxResultBytes",
     change: "Ask the tool for less (paging, filters)",

@@ -1,0 +1,544 @@
+/**
+ * The skills store: saved programs as plain files under the skills roots, with versions. It
+ * validates everything it writes (name, sizes, schema, front matter) and refuses any symlink under
+ * a root, so that nothing is read or written outside the skills directories.
+ *
+ * Roots by caller (earlier wins on a name clash):
+ * - stdio, or HTTP without authentication (principal `local` or none): project, then user.
+ * - an HTTP principal: its own directory, then project, then shared. Its saves go to its own
+ *   directory; an admin's (`skills.admins`) go to the shared one.
+ *
+ * @module
+ */
+import { join } from "node:path";
+import { CodeExecutorError } from "../errors.ts";
+import type { Logger } from "../log.ts";
+import type { Settings } from "../config/settings.ts";
+import { parseSkillMarkdown, renderSkillMarkdown } from "./front_matter.ts";
+import {
+  CODE_FILE,
+  ensureRoot,
+  notPlain,
+  pathKind,
+  principalDirName,
+  readPlainFile,
+  realDirOrMissing,
+  type SkillDirs,
+  skillDirs,
+  type SkillRoot,
+  type SkillScope,
+  VERSIONS_DIR,
+  writeNewFile,
+} from "./layout.ts";
+import {
+  parseSkillRef,
+  SKILL_NAME_PATTERN,
+  validateCode,
+  validateDescription,
+  validateInputSchema,
+  validateSkillName,
+} from "./validate.ts";
+
+export type { SkillRoot, SkillScope } from "./layout.ts";
+
+/** The language of a skill's program. */
+export type SkillLanguage = "typescript" | "python";
+
+/** A saved skill, one version of it. */
+export interface SkillRecord {
+  /** Its name (Agent Skills rules, not reserved). */
+  readonly name: string;
+  /** 1, 2, … */
+  readonly version: number;
+  /** Whether this is the latest version. */
+  readonly latest: boolean;
+  /** What it does and when to use it. */
+  readonly description: string;
+  /** The language of its program. */
+  readonly language: SkillLanguage;
+  /** Its input JSON Schema (`type: "object"`). */
+  readonly inputSchema: Record<string, unknown>;
+  /** The program, as `run_typescript` / `run_python` takes it, with `args` in scope. */
+  readonly code: string;
+  /** The root it comes from. */
+  readonly scope: SkillScope;
+  /** The directory its files are in. */
+  readonly dir: string;
+}
+
+/** What a save gives. */
+export interface SaveSkillInput {
+  /** The name. */
+  name: string;
+  /** What it does and when to use it. */
+  description: string;
+  /** The language of the program. */
+  language: SkillLanguage;
+  /** The input JSON Schema; any object when absent. */
+  inputSchema?: Record<string, unknown>;
+  /** The program. */
+  code: string;
+}
+
+/** Options of {@linkcode SkillStore.save}. */
+export interface SaveOptions {
+  /** The admin saves (the CLI's `skills import`): allowed when `skills.save` is `admin`. */
+  admin?: boolean;
+}
+
+/** Options of {@linkcode SkillStore}. */
+export interface SkillStoreOptions {
+  /** The working directory, for the project root; the process's by default. */
+  cwd?: string;
+  /** The environment, for the home directory; the process's by default. */
+  env?: Record<string, string | undefined>;
+  /** Where problems with a stored skill are reported. */
+  log?: Logger;
+  /** How long `list` answers from memory before reading the roots again. Default 1000 ms. */
+  listCacheMs?: number;
+}
+
+/** The principal of stdio and of HTTP without authentication. */
+const LOCAL = "local";
+
+function notFound(ref: string): CodeExecutorError {
+  return new CodeExecutorError(
+    "SkillNotFound",
+    `No skill "${ref}": call skills.list() or search_tools to see the saved ones`,
+  );
+}
+
+/**
+ * Saved skills under the roots of the `skills.*` settings.
+ *
+ * @example
+ * ```ts
+ * const store = new SkillStore(settings.skills);
+ * await store.save({ name: "add", description: "Adds", language: "typescript", code: "return args.a + args.b" });
+ * const add = await store.get("add@1");
+ * ```
+ */
+export class SkillStore {
+  readonly #settings: Settings["skills"];
+  readonly #dirs: SkillDirs;
+  readonly #log?: Logger;
+  readonly #listCacheMs: number;
+  #queue: Promise<unknown> = Promise.resolve();
+  #listCache = new Map<string, { at: number; records: Promise<SkillRecord[]> }>();
+
+  /**
+   * Creates a store over the settings' directories (nothing is read or made until used).
+   *
+   * @param settings The `skills` settings.
+   * @param options Working directory, environment, logger.
+   */
+  constructor(settings: Settings["skills"], options: SkillStoreOptions = {}) {
+    this.#settings = settings;
+    this.#dirs = skillDirs(settings, options);
+    this.#log = options.log;
+    this.#listCacheMs = options.listCacheMs ?? 1_000;
+  }
+
+  /** The resolved directories. */
+  get dirs(): Readonly<SkillDirs> {
+    return this.#dirs;
+  }
+
+  /**
+   * The roots a caller sees, the one that wins on a name clash first.
+   *
+   * @param principal The HTTP principal; none (or `local`) on stdio.
+   * @returns The roots.
+   */
+  roots(principal?: string): SkillRoot[] {
+    const dirs = this.#dirs;
+    if (principal === undefined || principal === LOCAL) {
+      const roots: SkillRoot[] = [{ scope: "project", dir: dirs.project }];
+      if (dirs.user !== undefined) roots.push({ scope: "user", dir: dirs.user });
+      return roots;
+    }
+    const roots: SkillRoot[] = [
+      { scope: "principal", dir: join(dirs.principals, principalDirName(principal)) },
+      { scope: "project", dir: dirs.project },
+    ];
+    if (dirs.shared !== undefined) roots.push({ scope: "shared", dir: dirs.shared });
+    return roots;
+  }
+
+  /**
+   * Tells whether a caller may save (`skills.save`).
+   *
+   * @param principal The HTTP principal; none (or `local`) on stdio.
+   * @param options Whether the admin saves.
+   * @returns Whether a save is allowed.
+   */
+  canSave(principal?: string, options: SaveOptions = {}): boolean {
+    const mode = this.#settings.save;
+    if (mode === "off") return false;
+    if (mode === "on" || options.admin) return true;
+    return principal !== undefined && this.#settings.admins.includes(principal);
+  }
+
+  /**
+   * The latest version of every name a caller sees, sorted by name. A stored skill that cannot be
+   * read (bad front matter, a symlink) is left out and logged.
+   *
+   * @param principal The HTTP principal; none on stdio.
+   * @returns The records.
+   */
+  list(principal?: string): Promise<SkillRecord[]> {
+    const key = principal ?? LOCAL;
+    const cached = this.#listCache.get(key);
+    if (cached !== undefined && Date.now() - cached.at < this.#listCacheMs) return cached.records;
+    const records = this.#readAll(principal);
+    this.#listCache.set(key, { at: Date.now(), records });
+    records.catch(() => this.#listCache.delete(key));
+    return records;
+  }
+
+  async #readAll(principal?: string): Promise<SkillRecord[]> {
+    const seen = new Set<string>();
+    const records: SkillRecord[] = [];
+    for (const root of this.roots(principal)) {
+      if (!(await this.#rootExists(root))) continue;
+      const names: string[] = [];
+      for await (const entry of Deno.readDir(root.dir)) {
+        if (SKILL_NAME_PATTERN.test(entry.name) && !seen.has(entry.name)) names.push(entry.name);
+      }
+      for (const name of names.sort()) {
+        seen.add(name);
+        try {
+          records.push(await this.#readVersion(root, name));
+        } catch (error) {
+          this.#log?.warn(`Skipped skill ${join(root.dir, name)}: ${(error as Error).message}`);
+        }
+      }
+    }
+    return records.sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+  }
+
+  /**
+   * One skill: `name` (the latest version) or `name@N`.
+   *
+   * @param ref The reference.
+   * @param principal The HTTP principal; none on stdio.
+   * @returns The record.
+   * @throws {CodeExecutorError} `SkillNotFound`; `SkillInvalid` for a bad reference or a stored
+   *   skill that cannot be read.
+   */
+  async get(ref: string, principal?: string): Promise<SkillRecord> {
+    const { name, version } = parseSkillRef(ref);
+    const root = await this.#rootOf(name, principal);
+    if (root === undefined) throw notFound(ref);
+    const latest = await this.#readVersion(root, name);
+    if (version === undefined || version === latest.version) return latest;
+    const dir = join(root.dir, VERSIONS_DIR, name, String(version));
+    await this.#checkVersionsPath(root, name);
+    if (!(await realDirOrMissing(dir))) throw notFound(ref);
+    return await this.#readVersion(root, name, version);
+  }
+
+  /**
+   * Every version of a skill, oldest first, from the root where the caller sees it.
+   *
+   * @param name The name.
+   * @param principal The HTTP principal; none on stdio.
+   * @returns The records.
+   * @throws {CodeExecutorError} `SkillNotFound`, `SkillInvalid`.
+   */
+  async versions(name: string, principal?: string): Promise<SkillRecord[]> {
+    validateSkillName(name);
+    const root = await this.#rootOf(name, principal);
+    if (root === undefined) throw notFound(name);
+    const latest = await this.#readVersion(root, name);
+    const older = await this.#olderVersions(root, name);
+    const records: SkillRecord[] = [];
+    for (const version of older) {
+      if (version < latest.version) records.push(await this.#readVersion(root, name, version));
+    }
+    records.push(latest);
+    return records;
+  }
+
+  /**
+   * Saves a skill: validated, then written as a new directory and renamed into place. A name that
+   * exists in the target root becomes version N+1, and the old version moves to `.versions/`.
+   *
+   * @param input The skill.
+   * @param principal The HTTP principal; none on stdio.
+   * @param options Whether the admin saves (the CLI).
+   * @returns The saved record.
+   * @throws {CodeExecutorError} `SkillSaveDisabled`; `SkillInvalid` naming what to change.
+   */
+  save(input: SaveSkillInput, principal?: string, options: SaveOptions = {}): Promise<SkillRecord> {
+    const run = this.#queue.then(() => this.#save(input, principal, options));
+    this.#queue = run.catch(() => {});
+    return run;
+  }
+
+  async #save(input: SaveSkillInput, principal: string | undefined, options: SaveOptions) {
+    if (!this.canSave(principal, options)) {
+      throw new CodeExecutorError(
+        "SkillSaveDisabled",
+        `Saving skills is ${this.#settings.save === "off" ? "turned off" : "for the admin only"} ` +
+          `(skills.save is "${this.#settings.save}"): run the program with run_typescript or ` +
+          "run_python instead, or ask the admin",
+      );
+    }
+    if (typeof input !== "object" || input === null) {
+      throw new CodeExecutorError(
+        "SkillInvalid",
+        "Skill must be an object {name, description, language, inputSchema, code}",
+      );
+    }
+    const name = validateSkillName(input.name);
+    const description = validateDescription(input.description);
+    if (input.language !== "typescript" && input.language !== "python") {
+      throw new CodeExecutorError(
+        "SkillInvalid",
+        'Skill language must be "typescript" or "python"',
+      );
+    }
+    const code = validateCode(input.code, this.#settings);
+    const inputSchema = validateInputSchema(input.inputSchema, this.#settings);
+    const root = await this.#saveRoot(name, principal);
+    await this.#ensureRootReal(root);
+    const current = join(root.dir, name);
+    const exists = await realDirOrMissing(current);
+    let previous: SkillRecord | undefined;
+    let older: number[] = [];
+    if (exists) {
+      previous = await this.#readVersion(root, name);
+      older = await this.#olderVersions(root, name);
+      if (older.length + 1 >= this.#settings.maxVersions) {
+        throw new CodeExecutorError(
+          "SkillInvalid",
+          `Skill "${name}" has ${older.length + 1} versions, the most skills.maxVersions allows: ` +
+            `remove it (code-executor skills rm ${name}) or save under another name`,
+        );
+      }
+    } else if ((await this.#countNames(root)) >= this.#settings.maxSkills) {
+      throw new CodeExecutorError(
+        "SkillInvalid",
+        `${root.dir} holds skills.maxSkills (${this.#settings.maxSkills}) skills: remove some first`,
+      );
+    }
+    const version = Math.max(previous?.version ?? 0, ...older) + 1;
+    const meta = { name, description, language: input.language, version, inputSchema };
+    const temp = join(root.dir, `.tmp-${crypto.randomUUID()}`);
+    await Deno.mkdir(temp, { mode: 0o755 });
+    try {
+      await writeNewFile(join(temp, "SKILL.md"), renderSkillMarkdown(meta));
+      await writeNewFile(join(temp, CODE_FILE[input.language]), code);
+      if (previous !== undefined) await this.#retire(root, name, previous.version);
+      await Deno.rename(temp, current);
+    } catch (error) {
+      await Deno.remove(temp, { recursive: true }).catch(() => {});
+      throw error;
+    } finally {
+      this.#listCache.clear();
+    }
+    return { ...meta, code, latest: true, scope: root.scope, dir: current };
+  }
+
+  /**
+   * Removes a skill, every version, from the root where the caller sees it (an HTTP principal:
+   * only from its own directory, or the shared one for an admin).
+   *
+   * @param name The name.
+   * @param principal The HTTP principal; none on stdio.
+   * @returns Nothing.
+   * @throws {CodeExecutorError} `SkillNotFound`, `SkillInvalid`.
+   */
+  remove(name: string, principal?: string): Promise<void> {
+    const run = this.#queue.then(() => this.#remove(name, principal));
+    this.#queue = run.catch(() => {});
+    return run;
+  }
+
+  async #remove(name: string, principal?: string): Promise<void> {
+    validateSkillName(name);
+    const writable = this.#writableRoots(principal);
+    const root = await this.#rootOf(name, principal);
+    if (root === undefined || !writable.some((r) => r.dir === root.dir)) throw notFound(name);
+    await this.#checkVersionsPath(root, name);
+    const kind = await pathKind(join(root.dir, name));
+    if (kind !== "directory" && kind !== "missing") throw notPlain(join(root.dir, name), kind);
+    try {
+      await Deno.remove(join(root.dir, name), { recursive: true }).catch((error) => {
+        if (!(error instanceof Deno.errors.NotFound)) throw error;
+      });
+      await Deno.remove(join(root.dir, VERSIONS_DIR, name), { recursive: true }).catch((error) => {
+        if (!(error instanceof Deno.errors.NotFound)) throw error;
+      });
+    } finally {
+      this.#listCache.clear();
+    }
+  }
+
+  /**
+   * The files of one version as they are on disk, for serving them: `SKILL.md` and the program.
+   *
+   * @param record A record this store returned.
+   * @returns File name to bytes.
+   * @throws {CodeExecutorError} `SkillInvalid` when a file became a symlink.
+   */
+  async files(record: SkillRecord): Promise<Record<string, Uint8Array>> {
+    const code = CODE_FILE[record.language];
+    return {
+      "SKILL.md": await readPlainFile(join(record.dir, "SKILL.md"), this.#skillMdMax()),
+      [code]: await readPlainFile(join(record.dir, code), this.#settings.maxCodeBytes),
+    };
+  }
+
+  #skillMdMax(): number {
+    return this.#settings.maxSchemaBytes * 3 + 64 * 1024;
+  }
+
+  #writableRoots(principal?: string): SkillRoot[] {
+    const roots = this.roots(principal);
+    if (principal === undefined || principal === LOCAL) return roots;
+    const own = roots.filter((root) => root.scope === "principal");
+    const shared = roots.filter((root) => root.scope === "shared");
+    return this.#settings.admins.includes(principal) ? [...own, ...shared] : own;
+  }
+
+  async #saveRoot(name: string, principal?: string): Promise<SkillRoot> {
+    const roots = this.roots(principal);
+    if (principal === undefined || principal === LOCAL) {
+      const existing = await this.#rootOf(name, principal);
+      if (existing !== undefined) return existing;
+      return roots.find((root) => root.scope === this.#settings.saveTo) ?? roots[0];
+    }
+    if (this.#settings.admins.includes(principal)) {
+      const shared = roots.find((root) => root.scope === "shared");
+      if (shared !== undefined) return shared;
+    }
+    return roots[0];
+  }
+
+  async #rootExists(root: SkillRoot): Promise<boolean> {
+    try {
+      return await realDirOrMissing(root.dir);
+    } catch (error) {
+      this.#log?.warn((error as Error).message);
+      return false;
+    }
+  }
+
+  async #ensureRootReal(root: SkillRoot): Promise<void> {
+    await ensureRoot(root.dir);
+  }
+
+  async #rootOf(name: string, principal?: string): Promise<SkillRoot | undefined> {
+    for (const root of this.roots(principal)) {
+      const kind = await pathKind(join(root.dir, name));
+      if (kind !== "missing") {
+        if (kind !== "directory") throw notPlain(join(root.dir, name), kind);
+        if (!(await realDirOrMissing(root.dir))) continue;
+        return root;
+      }
+    }
+    return undefined;
+  }
+
+  async #checkVersionsPath(root: SkillRoot, name: string): Promise<boolean> {
+    if (!(await realDirOrMissing(join(root.dir, VERSIONS_DIR)))) return false;
+    return await realDirOrMissing(join(root.dir, VERSIONS_DIR, name));
+  }
+
+  async #olderVersions(root: SkillRoot, name: string): Promise<number[]> {
+    if (!(await this.#checkVersionsPath(root, name))) return [];
+    const versions: number[] = [];
+    for await (const entry of Deno.readDir(join(root.dir, VERSIONS_DIR, name))) {
+      if (/^[1-9]\d{0,8}$/.test(entry.name)) {
+        if (entry.isSymlink) {
+          throw notPlain(join(root.dir, VERSIONS_DIR, name, entry.name), "symlink");
+        }
+        versions.push(Number(entry.name));
+      }
+    }
+    return versions.sort((a, b) => a - b);
+  }
+
+  async #retire(root: SkillRoot, name: string, version: number): Promise<void> {
+    const versions = join(root.dir, VERSIONS_DIR);
+    if (!(await realDirOrMissing(versions))) await Deno.mkdir(versions, { mode: 0o755 });
+    const mine = join(versions, name);
+    if (!(await realDirOrMissing(mine))) await Deno.mkdir(mine, { mode: 0o755 });
+    const target = join(mine, String(version));
+    const kind = await pathKind(target);
+    if (kind !== "missing") {
+      throw new CodeExecutorError(
+        "SkillInvalid",
+        `Cannot keep version ${version} of "${name}": ${target} already exists; remove it`,
+      );
+    }
+    await Deno.rename(join(root.dir, name), target);
+  }
+
+  async #countNames(root: SkillRoot): Promise<number> {
+    let count = 0;
+    for await (const entry of Deno.readDir(root.dir)) {
+      if (SKILL_NAME_PATTERN.test(entry.name)) count++;
+    }
+    return count;
+  }
+
+  async #readVersion(root: SkillRoot, name: string, version?: number): Promise<SkillRecord> {
+    const dir = version === undefined
+      ? join(root.dir, name)
+      : join(root.dir, VERSIONS_DIR, name, String(version));
+    if (!(await realDirOrMissing(dir))) throw notFound(version ? `${name}@${version}` : name);
+    const skillMd = join(dir, "SKILL.md");
+    let text: string;
+    try {
+      text = new TextDecoder("utf-8", { fatal: true }).decode(
+        await readPlainFile(skillMd, this.#skillMdMax()),
+      );
+    } catch (error) {
+      if (error instanceof Deno.errors.NotFound) {
+        throw new CodeExecutorError(
+          "SkillInvalid",
+          `Skill ${dir} has no SKILL.md: remove the directory`,
+        );
+      }
+      if (error instanceof TypeError) {
+        throw new CodeExecutorError("SkillInvalid", `${skillMd} is not UTF-8`);
+      }
+      throw error;
+    }
+    const meta = parseSkillMarkdown(text, skillMd);
+    if (meta.name !== name) {
+      throw new CodeExecutorError(
+        "SkillInvalid",
+        `${skillMd} names "${meta.name}" but its directory is "${name}": the two must be equal`,
+      );
+    }
+    if (version !== undefined && meta.version !== version) {
+      throw new CodeExecutorError(
+        "SkillInvalid",
+        `${skillMd} says version ${meta.version} but its directory is ${version}`,
+      );
+    }
+    const codePath = join(dir, CODE_FILE[meta.language]);
+    let code: string;
+    try {
+      code = new TextDecoder("utf-8", { fatal: true }).decode(
+        await readPlainFile(codePath, this.#settings.maxCodeBytes),
+      );
+    } catch (error) {
+      if (error instanceof Deno.errors.NotFound) {
+        throw new CodeExecutorError(
+          "SkillInvalid",
+          `Skill ${dir} has no ${CODE_FILE[meta.language]}`,
+        );
+      }
+      if (error instanceof TypeError) {
+        throw new CodeExecutorError("SkillInvalid", `${codePath} is not UTF-8`);
+      }
+      throw error;
+    }
+    return { ...meta, code, latest: version === undefined, scope: root.scope, dir };
+  }
+}
