@@ -14,6 +14,7 @@ import { type CodeExecutorServer, createServer } from "../server/server.ts";
 import { LineStdioServerTransport } from "../server/stdio_transport.ts";
 import { type Hub, openHub } from "../upstream/hub.ts";
 import { AuditLog } from "../policy/audit.ts";
+import { SkillStore } from "../skills/store.ts";
 
 /** Options of {@linkcode serve}. */
 export interface ServeOptions {
@@ -86,7 +87,8 @@ async function openServices(options: ServeOptions, log: Logger): Promise<Service
     })
     : undefined;
   if (audit) log.info(`audit log: ${audit.path}`);
-  const executor = await Executor.create(settings, { log, hub, audit });
+  const skills = new SkillStore(settings.skills, { log });
+  const executor = await Executor.create(settings, { log, hub, audit, skills });
   return { settings, log, hub, executor, audit, onChange };
 }
 

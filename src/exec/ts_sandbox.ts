@@ -172,19 +172,24 @@ export class TsChild {
    * Runs wrapped code once. A child runs at most one execution.
    *
    * @param wrapped Output of `wrapTypescript`.
-   * @param limits Time, output, requests and cancellation.
+   * @param limits Time, output, requests and cancellation; `args`: a skill's arguments, the
+   * first argument of the wrapped function (a skill run as a nested run).
    * @returns The result; limits and crashes are reported in it, never thrown.
    * @throws {Error} When the child has already run code.
    */
-  async run(wrapped: WrappedSource, limits: RunLimits): Promise<ExecutionResult> {
+  async run(
+    wrapped: WrappedSource,
+    limits: RunLimits & { args?: Record<string, unknown> },
+  ): Promise<ExecutionResult> {
     if (this.#used) throw new Error("Cannot run code in a sandbox child twice: it is single-use");
     this.#used = true;
     // A pooled child is ready; a child spawned for this run gets the code right behind `init`,
     // so that it runs it as soon as it has started instead of after a round trip. (A child that
     // dies first is reported by execute(), which reads the frames after `ready`.)
     const base64 = Buffer.from(wrapped.source, "utf8").toString("base64");
-    return await this.#process.execute({ t: "exec", base64 }, {
-      ...limits,
+    const { args, ...rest } = limits;
+    return await this.#process.execute({ t: "exec", base64, args }, {
+      ...rest,
       printHint: "console.log",
       stderrMark: true,
       cleanError: (error) => cleanError(error, wrapped.lineOffset),

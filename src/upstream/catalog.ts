@@ -46,7 +46,8 @@ export type Validate = (args: unknown) => string | undefined;
 /** 2: entries carry `annotations` (a cache without them would hide destructive tools). */
 const CACHE_VERSION = 2;
 
-type AjvLike = {
+/** An Ajv instance, as far as this module uses it. */
+export type AjvLike = {
   compile(schema: unknown): ((data: unknown) => boolean) & {
     errors?:
       | Array<{ instancePath: string; message?: string; params: Record<string, unknown> }>
@@ -54,7 +55,14 @@ type AjvLike = {
   };
 };
 
-function makeAjv(draft2020: boolean): AjvLike {
+/**
+ * Makes the Ajv instance that checks arguments (all errors, formats, not strict about unknown
+ * keywords): draft 2020-12 or draft-07.
+ *
+ * @param draft2020 Whether the schemas it compiles declare draft 2020-12.
+ * @returns The instance.
+ */
+export function makeAjv(draft2020: boolean): AjvLike {
   const options = { allErrors: true, strict: false, validateFormats: true };
   // The packages are CommonJS; their default export is the class.
   const ajv = draft2020
@@ -64,9 +72,18 @@ function makeAjv(draft2020: boolean): AjvLike {
   return ajv;
 }
 
-function describeValidationErrors(
+/**
+ * Phrases Ajv's errors for the code that made the call: each names the argument to change.
+ *
+ * @param fullName What was called (a tool's full name, or a skill).
+ * @param errors Ajv's errors.
+ * @param hint Where the schema can be read; `see getToolSchema("<fullName>")` by default.
+ * @returns The message.
+ */
+export function describeValidationErrors(
   fullName: string,
   errors: Array<{ instancePath: string; message?: string; params: Record<string, unknown> }>,
+  hint = `see getToolSchema("${fullName}")`,
 ): string {
   const parts = errors.slice(0, 5).map((error) => {
     const where = error.instancePath
@@ -87,9 +104,7 @@ function describeValidationErrors(
     return `${where} ${error.message ?? "is invalid"}`;
   });
   const more = errors.length > 5 ? ` (and ${errors.length - 5} more)` : "";
-  return `Invalid arguments for ${fullName}: ${
-    parts.join("; ")
-  }${more}; see getToolSchema("${fullName}")`;
+  return `Invalid arguments for ${fullName}: ${parts.join("; ")}${more}; ${hint}`;
 }
 
 function normalise(name: string): string {

@@ -1,0 +1,262 @@
+/**
+ * A skill runs under its caller's policy, end to end through a real client: a skill saved by a
+ * permissive run, called by a narrower one, fails exactly as the caller's own code would (tools
+ * outside allowedTools, network hosts outside the grant), in the caller's language and in the
+ * other one. Also: saving turned off, the nesting bound, and a timeout inside a nested run.
+ *
+ * @module
+ */
+import { join } from "node:path";
+import {
+  assertEquals,
+  assertFails,
+  assertReturns,
+  describeResult,
+  type RunResult,
+} from "./_assert.ts";
+import {
+  assertNoSandboxes,
+  closeAndCheck,
+  EVERYTHING,
+  leftovers,
+  npmServer,
+  startServer,
+  withTempDir,
+} from "./_helpers.ts";
+
+function skillsSettings(dir: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { projectDir: join(dir, "project-skills"), userDir: join(dir, "user-skills"), ...extra };
+}
+
+/** A loopback HTTP server that counts the requests it gets. */
+function startCounter(): { port: number; requests: string[]; close(): Promise<void> } {
+  const requests: string[] = [];
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (request) => {
+    requests.push(request.url);
+    return new Response("pong");
+  });
+  return { port: server.addr.port, requests, close: () => server.shutdown() };
+}
+
+function saveTs(skill: Record<string, unknown>): string {
+  return `return await skills.save(${JSON.stringify({ description: "A test skill", ...skill })});`;
+}
+
+function assertSaved(result: RunResult, ref: string): void {
+  assertEquals(result.ok, true, describeResult(result));
+  assertEquals((result.returnValue as { ref?: string }).ref, ref, describeResult(result));
+}
+
+const REFUSED = /^Cannot call tool "mcp__everything__echo": it is not in allowedTools/;
+
+Deno.test("skills: a skill fails as its caller's own code would outside the caller's allowedTools and network grant", async (t) => {
+  const counter = startCounter();
+  try {
+    await withTempDir("ce-skills-policy-", async (dir) => {
+      const host = `127.0.0.1:${counter.port}`;
+      const url = `http://${host}/`;
+      const server = await startServer({
+        settings: { skills: skillsSettings(dir), permissions: { net: [host] } },
+        upstream: { everything: npmServer(EVERYTHING) },
+      });
+      try {
+        await t.step("a permissive run saves skills that call a tool and fetch", async () => {
+          assertSaved(
+            await server.runTs(saveTs({
+              name: "echo-ts",
+              code: "return await callMCPTool('mcp__everything__echo', { message: args.m });",
+            })),
+            "echo-ts@1",
+          );
+          assertSaved(
+            await server.runTs(saveTs({
+              name: "echo-py",
+              language: "python",
+              code: "await call_mcp_tool('mcp__everything__echo', {'message': args['m']})",
+            })),
+            "echo-py@1",
+          );
+          assertSaved(
+            await server.runTs(saveTs({
+              name: "fetch-ts",
+              code: "return await (await fetch(args.url)).text();",
+            })),
+            "fetch-ts@1",
+          );
+          const allowed = await server.runTs(
+            `return [await skills.echo_ts({ m: "a" }), await skills.echo_py({ m: "b" }),` +
+              ` await skills.fetch_ts({ url: ${JSON.stringify(url)} })];`,
+            { permissions: { net: [host] } },
+          );
+          assertReturns(allowed, ["Echo: a", "Echo: b", "pong"]);
+          assertEquals(counter.requests.length, 1);
+        });
+
+        const narrow = { allowedTools: ["mcp__memory__*"] };
+        await t.step(
+          "TypeScript caller: its own call, the TypeScript skill and the Python skill are refused alike",
+          async () => {
+            const own = await server.runTs(
+              'return await callMCPTool("mcp__everything__echo", { message: "x" });',
+              narrow,
+            );
+            assertFails(own, "ToolPolicyError", REFUSED);
+            const same = await server.runTs('return await skills.echo_ts({ m: "x" });', narrow);
+            assertFails(same, "ToolPolicyError", REFUSED);
+            const other = await server.runTs('return await skills.echo_py({ m: "x" });', narrow);
+            assertFails(other, "ToolPolicyError", REFUSED);
+            for (const result of [own, same, other]) {
+              assertEquals(result.toolCalls.map((c) => [c.name, c.ok]), [[
+                "mcp__everything__echo",
+                false,
+              ]]);
+            }
+          },
+        );
+
+        await t.step("Python caller: the same, the other way round", async () => {
+          const own = await server.runPy(
+            'await call_mcp_tool("mcp__everything__echo", {"message": "x"})',
+            narrow,
+          );
+          assertFails(own, "ToolPolicyError", REFUSED);
+          const same = await server.runPy('await skills.echo_py(m="x")', narrow);
+          assertFails(same, "ToolPolicyError", REFUSED);
+          const other = await server.runPy('await skills.echo_ts(m="x")', narrow);
+          assertFails(other, "ToolPolicyError", REFUSED);
+        });
+
+        await t.step(
+          "a caller without the network grant: the fetch is refused as its own would be",
+          async () => {
+            const fetchCode = `return await (await fetch(${JSON.stringify(url)})).text();`;
+            const own = await server.runTs(fetchCode);
+            assertEquals(own.ok, false, describeResult(own));
+            const type = own.error!.type;
+            assertEquals(type, "NotCapable", describeResult(own));
+            const same = await server.runTs(
+              `return await skills.fetch_ts({ url: ${JSON.stringify(url)} });`,
+            );
+            assertFails(same, type);
+            // A Python caller has no grant at all: its TypeScript skill runs with none either.
+            const other = await server.runPy(`await skills.fetch_ts(url=${JSON.stringify(url)})`);
+            assertFails(other, type);
+            // A grant of the other host only does not reach this one.
+            const elsewhere = await server.runTs(
+              `return await skills.fetch_ts({ url: ${JSON.stringify(url)} });`,
+              { permissions: { net: ["example.com"] } },
+            );
+            assertEquals(elsewhere.ok, false, describeResult(elsewhere));
+            assertEquals(counter.requests.length, 1, "only the permissive run reached the host");
+          },
+        );
+      } finally {
+        await closeAndCheck(server);
+      }
+    });
+  } finally {
+    await counter.close();
+  }
+});
+
+Deno.test("skills: skills.save is refused with SkillSaveDisabled when skills.save is off", async () => {
+  await withTempDir("ce-skills-off-", async (dir) => {
+    const server = await startServer({
+      settings: { skills: skillsSettings(dir, { save: "off" }) },
+    });
+    try {
+      const ts = await server.runTs(saveTs({ name: "nope", code: "return 1;" }));
+      assertFails(ts, "SkillSaveDisabled", /skills\.save/);
+      const py = await server.runPy(
+        'await skills.save(name="nope", description="d", code="1")',
+      );
+      assertFails(py, "SkillSaveDisabled", /skills\.save/);
+      // Nothing was written.
+      assertEquals(await leftovers(join(dir, "user-skills")), []);
+      assertEquals(await leftovers(join(dir, "project-skills")), []);
+    } finally {
+      await closeAndCheck(server);
+    }
+  });
+});
+
+Deno.test("skills: recursion stops at the nesting bound, and a nested run's timeout ends its caller and its child", async (t) => {
+  await withTempDir("ce-skills-nest-", async (dir) => {
+    const server = await startServer({
+      // No warm children, so that every sandbox process the test finds is one the runs left.
+      settings: { skills: skillsSettings(dir), sandbox: { warmPool: 0 } },
+    });
+    try {
+      await t.step("a skill that calls itself gets a LimitError", async () => {
+        assertSaved(
+          await server.runTs(saveTs({ name: "again", code: "return await skills.again({});" })),
+          "again@1",
+        );
+        const result = await server.runTs("return await skills.again({});");
+        assertFails(result, "LimitError", /at most 4 levels deep/);
+      });
+
+      await t.step(
+        "two skills that call each other across languages get a LimitError",
+        async () => {
+          assertSaved(
+            await server.runTs(saveTs({ name: "ping", code: "return await skills.pong({});" })),
+            "ping@1",
+          );
+          assertSaved(
+            await server.runTs(saveTs({
+              name: "pong",
+              language: "python",
+              code: "await skills.ping()",
+            })),
+            "pong@1",
+          );
+          assertFails(
+            await server.runTs("return await skills.ping({});"),
+            "LimitError",
+            /at most 4 levels deep/,
+          );
+          assertFails(
+            await server.runPy("await skills.ping()"),
+            "LimitError",
+            /at most 4 levels deep/,
+          );
+          await assertNoSandboxes(server.tempDir, 15_000);
+        },
+      );
+
+      await t.step(
+        "a Python skill that never ends stops at its TypeScript caller's timeout",
+        async () => {
+          assertSaved(
+            await server.runTs(
+              saveTs({ name: "spin-py", language: "python", code: "while True:\n    pass" }),
+            ),
+            "spin-py@1",
+          );
+          const result = await server.runTs("return await skills.spin_py({});", {
+            timeoutMs: 4_000,
+          });
+          assertFails(result, "TimeoutError", /after 4000 ms/);
+          await assertNoSandboxes(server.tempDir, 15_000);
+        },
+      );
+
+      await t.step(
+        "a TypeScript skill that never ends stops at its Python caller's timeout",
+        async () => {
+          assertSaved(
+            await server.runTs(saveTs({ name: "spin-ts", code: "while (true) {}" })),
+            "spin-ts@1",
+          );
+          const result = await server.runPy("await skills.spin_ts()", { timeoutMs: 4_000 });
+          assertFails(result, "TimeoutError", /after 4000 ms/);
+          await assertNoSandboxes(server.tempDir, 15_000);
+          assertReturns(await server.runTs("return 1 + 1;"), 2);
+        },
+      );
+    } finally {
+      await closeAndCheck(server);
+    }
+  });
+});
