@@ -14,12 +14,16 @@ import {
   describeResult,
   type RunResult,
 } from "./_assert.ts";
+import { generateToken } from "../src/server/http_auth.ts";
 import {
   assertNoSandboxes,
+  callRunTypescript,
   closeAndCheck,
+  connectHttp,
   EVERYTHING,
   leftovers,
   npmServer,
+  spawnHttpServe,
   startServer,
   withTempDir,
 } from "./_helpers.ts";
@@ -257,6 +261,68 @@ Deno.test("skills: recursion stops at the nesting bound, and a nested run's time
       );
     } finally {
       await closeAndCheck(server);
+    }
+  });
+});
+
+Deno.test("skills over HTTP: a principal's saves are its own; with skills.save admin only skills.admins save", async () => {
+  await withTempDir("ce-skills-http-", async (dir) => {
+    const alice = generateToken();
+    const bob = generateToken();
+    const tokensFile = join(dir, "tokens");
+    await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
+    const start = (save: string) =>
+      spawnHttpServe({
+        settings: {
+          http: { tokensFile },
+          skills: skillsSettings(dir, {
+            save,
+            admins: ["alice"],
+            sharedDir: join(dir, "shared-skills"),
+            principalsDir: join(dir, "principal-skills"),
+          }),
+        },
+      });
+    const runAs = (server: { url: URL }) => async (token: string, code: string) => {
+      const client = await connectHttp(server.url, { token });
+      try {
+        return await callRunTypescript(client, code);
+      } finally {
+        await client.close();
+      }
+    };
+    const open = await start("on");
+    try {
+      const run = runAs(open);
+      assertSaved(await run(bob, saveTs({ name: "bobs", code: "return 'bob';" })), "bobs@1");
+      assertReturns(await run(bob, "return await skills.bobs({});"), "bob");
+      // Bob's save went to his own root: alice does not see it.
+      assertFails(await run(alice, "return await skills.bobs({});"), "SkillNotFound");
+      assertReturns(await run(alice, "return (await skills.list()).map((s) => s.name);"), []);
+      // An admin's save goes to the shared root, which every principal sees.
+      assertSaved(
+        await run(alice, saveTs({ name: "alices", code: "return args.n + 1;" })),
+        "alices@1",
+      );
+      assertReturns(await run(bob, "return await skills.alices({ n: 2 });"), 3);
+    } finally {
+      await open.stop();
+    }
+    const adminOnly = await start("admin");
+    try {
+      const run = runAs(adminOnly);
+      assertFails(
+        await run(bob, saveTs({ name: "bobs", code: "return 'again';" })),
+        "SkillSaveDisabled",
+        /principal "bob"/,
+      );
+      assertSaved(
+        await run(alice, saveTs({ name: "alices", code: "return args.n + 2;" })),
+        "alices@2",
+      );
+      assertReturns(await run(bob, "return await skills.call('alices@1', { n: 2 });"), 3);
+    } finally {
+      await adminOnly.stop();
     }
   });
 });
