@@ -18,9 +18,11 @@ import {
 } from "../exec/executor.ts";
 import { type ExecutionResult, renderResult } from "../exec/result.ts";
 import { ToolPolicy } from "../policy/tool_policy.ts";
+import type { SkillStore } from "../skills/store.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { toolSignature } from "../upstream/signatures.ts";
 import { SERVER_VERSION } from "../version.ts";
+import { attachAgentSkills } from "./agent_skills.ts";
 import { offerApproveTool } from "./approve_tool.ts";
 import { clientChannel } from "./client_channel.ts";
 import { outputLinks, registerOutputResources } from "./kept_outputs.ts";
@@ -194,6 +196,8 @@ export interface ServerDeps {
   hub?: Hub;
   /** Built for one 2026-era HTTP request (no initialize, no client capabilities). */
   perRequest?: boolean;
+  /** Saved skills, served as MCP Agent Skills and found by `search_tools`. */
+  skills?: SkillStore;
 }
 
 /** A created server and a hook to call when the upstream tool lists change. */
@@ -301,6 +305,7 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
     deps.executor.outputs,
     (idOrUri, principal) => deps.executor.readOutputForClient(idOrUri, principal),
   );
+  if (deps.skills) attachAgentSkills(server, deps.skills);
   const adminPolicy = new ToolPolicy(deps.executor.settings.tools);
   const sampling = deps.executor.settings.sampling.enabled;
   const llm = sampling ? LLM_DESCRIPTION : "";

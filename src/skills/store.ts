@@ -139,6 +139,11 @@ export class SkillStore {
     this.#listCacheMs = options.listCacheMs ?? 1_000;
   }
 
+  /** Where problems with a stored skill are reported. */
+  get log(): Logger | undefined {
+    return this.#log;
+  }
+
   /** The resolved directories. */
   get dirs(): Readonly<SkillDirs> {
     return this.#dirs;
