@@ -295,6 +295,9 @@ def _write_output(reply):
             stream.write(text)
 
 
+_skill_runners = {}
+
+
 async def _run_skill(reply, depth):
     """Runs a Python skill's body here, as the host sent it: ``args`` in scope, last expression out.
 
@@ -302,7 +305,13 @@ async def _run_skill(reply, depth):
     so that it neither sees nor changes the caller's globals.
     """
     ref = reply.get("ref") if isinstance(reply.get("ref"), str) else "skill"
-    runner = _compile(str(reply.get("source", "")), f"skill:{ref}")
+    source = str(reply.get("source", ""))
+    # A loop of calls compiles the body once (a compile took several ms of each call).
+    runner = _skill_runners.get((ref, source))
+    if runner is None:
+        if len(_skill_runners) >= 32:
+            _skill_runners.clear()
+        runner = _skill_runners[(ref, source)] = _compile(source, f"skill:{ref}")
     namespace = {"__name__": "__skill__", "__builtins__": _builtins, **API,
                  "skills": _Skills(depth), "args": reply.get("args")}
     return await runner.run_async(namespace)

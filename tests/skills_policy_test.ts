@@ -200,6 +200,15 @@ Deno.test("skills: recursion stops at the nesting bound, and a nested run's time
         assertFails(result, "LimitError", /at most 4 levels deep/);
       });
 
+      await t.step("a run that saves a new version calls the new one afterwards", async () => {
+        const result = await server.runTs(`
+          await skills.save({ name: "which", description: "d", code: "return 1;" });
+          const first = await skills.which({});
+          await skills.save({ name: "which", description: "d", code: "return 2;" });
+          return [first, await skills.which({}), await skills.call("which@1", {})];`);
+        assertReturns(result, [1, 2, 1]);
+      });
+
       await t.step(
         "two skills that call each other across languages get a LimitError",
         async () => {
