@@ -12,11 +12,17 @@ import { join } from "node:path";
 import { assertEquals, assertFails, assertReturns, describeResult } from "./_assert.ts";
 import {
   closeAndCheck,
+  describeRun,
   EVERYTHING,
+  homeEnv,
   MEMORY,
   npmServer,
+  ROOT,
+  runCommand,
+  sandboxDirs,
   startServer,
   withTempDir,
+  writeSettings,
 } from "./_helpers.ts";
 
 /** The skills settings of a test: both roots under its temp directory. */
@@ -173,3 +179,35 @@ Deno.test("skills: a skill saved by one run is found and called from TypeScript 
 function pythonLiteral(value: unknown): string {
   return `__import__("json").loads(${JSON.stringify(JSON.stringify(value))})`;
 }
+
+Deno.test("main.ts run FILE.ts saves and calls skills in the settings' skills directories", async () => {
+  await withTempDir("ce-skills-cli-", async (dir) => {
+    const tempDir = join(dir, "tmp");
+    await Deno.mkdir(tempDir);
+    const env = {
+      ...homeEnv(join(dir, "home"), { sharedCache: true }),
+      TMPDIR: tempDir,
+      CODE_EXECUTOR_CONFIG: await writeSettings(dir, skillsSettings(dir)),
+    };
+    const run = async (name: string, code: string) => {
+      const file = join(dir, name);
+      await Deno.writeTextFile(file, code);
+      return await runCommand(Deno.execPath(), ["run", "-A", "main.ts", "run", "--json", file], {
+        cwd: ROOT,
+        env,
+        clearEnv: true,
+        timeoutMs: 120_000,
+      });
+    };
+    const saved = await run(
+      "save.ts",
+      'return (await skills.save({ name: "twice", description: "Doubles", code: "return args.n * 2;" })).ref;',
+    );
+    assertEquals(saved.code, 0, describeRun(saved));
+    assertEquals(JSON.parse(saved.stdout).returnValue, "twice@1");
+    const called = await run("call.ts", "return await skills.twice({ n: 21 });");
+    assertEquals(called.code, 0, describeRun(called));
+    assertEquals(JSON.parse(called.stdout).returnValue, 42);
+    assertEquals(await sandboxDirs(tempDir), []);
+  });
+});
