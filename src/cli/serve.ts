@@ -89,8 +89,8 @@ async function openServices(options: ServeOptions, log: Logger): Promise<Service
     })
     : undefined;
   if (audit) log.info(`audit log: ${audit.path}`);
-  const executor = await Executor.create(settings, { log, hub, audit });
   const skills = new SkillStore(settings.skills, { log });
+  const executor = await Executor.create(settings, { log, hub, audit, skills });
   return { settings, log, hub, executor, audit, skills, onChange };
 }
 

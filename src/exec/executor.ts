@@ -45,6 +45,7 @@ import { removeStaleDirs, sandboxLocations } from "./runtime_files.ts";
 import type { RunLimits } from "./sandbox_process.ts";
 import { SessionStore } from "./sessions.ts";
 import { ToolBridge } from "./tool_bridge.ts";
+import type { SkillStore } from "../skills/store.ts";
 import { scrubEmitCache, TsChild, type TsChildOptions } from "./ts_sandbox.ts";
 import { wrapTypescript } from "./ts_source.ts";
 import { WarmPool } from "./warm_pool.ts";
@@ -82,6 +83,7 @@ export class Executor {
   #settings: Settings;
   #log: Logger;
   #hub: Hub | undefined;
+  #skills: SkillStore | undefined;
   #audit: AuditLog | undefined;
   #fallback: SamplingBackend | undefined;
   #privacy: HostPrivacy;
@@ -112,6 +114,7 @@ export class Executor {
     this.#privacy = new HostPrivacy(settings.privacy);
     this.#log = options.log;
     this.#hub = options.hub;
+    this.#skills = options.skills;
     this.#audit = options.audit;
     const provider = settings.sampling.provider;
     this.#fallback = provider ? createProviderBackend(provider) : undefined;
@@ -329,6 +332,7 @@ export class Executor {
       ? AbortSignal.any([options.signal, this.#closing.signal])
       : this.#closing.signal;
     const principal = options.principal ?? LOCAL_PRINCIPAL;
+    const skills = this.#skills;
     const release = await this.#admission.enter(principal, signal);
     const outputs = new RunOutputs(this.#outputs, principal);
     let leased: Lease | undefined;
@@ -369,6 +373,7 @@ export class Executor {
         client,
         gate,
         tokenizer,
+        skills ? () => skills.list(principal) : undefined,
       );
       const result = await leased.run({
         hold,
