@@ -161,6 +161,15 @@ Deno.test("serve --http serves each principal its own skills plus the shared one
         assertEquals(await listAndVerify(bob, dirOf("bob")), ["team-report"]);
         await assertRejects(() => bob.readResource({ uri: "skill://alice-private/SKILL.md" }));
         await assertRejects(() => new SkillsClient(bob).get("skill://alice-private/SKILL.md"));
+        const search = async (client: Client) => {
+          const result = await client.callTool({
+            name: "search_tools",
+            arguments: { query: "private report", detail: "names" },
+          });
+          return (result.content as Array<{ text: string }>)[0].text.split("\n").sort();
+        };
+        assertEquals(await search(alice), ["skill:alice-private@1", "skill:team-report@1"]);
+        assertEquals(await search(bob), ["skill:team-report@1"]);
       }
     } finally {
       await Promise.all(clients.map((c) => c.close().catch(() => {})));

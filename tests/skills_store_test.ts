@@ -82,6 +82,10 @@ Deno.test("SkillStore.save() writes SKILL.md and skill.ts that get() and the SDK
     const md = await Deno.readTextFile(join(saved.dir, "SKILL.md"));
     assert(md.includes('return await skills.call("add-numbers", { "a": 1, "b": 1 });'), md);
     assertEquals(await Deno.readTextFile(join(saved.dir, "skill.ts")), ADD.code);
+    // A person edits the program in place: the next read sees it, not a remembered copy.
+    await Deno.writeTextFile(join(saved.dir, "skill.ts"), "return args.b + args.a;");
+    assertEquals((await store.get("add-numbers")).code, "return args.b + args.a;");
+    assertEquals((await store.list())[0].code, "return args.b + args.a;");
   });
 });
 

@@ -5,8 +5,9 @@
  *
  * About 560 lines, over the ~450 the project aims at: this is the one place where a run's parts
  * meet (admission, the lease of a child, the client session, the approval gate, the tool bridge,
- * the skills and their nested runs, kept outputs, privacy, parked runs, the audit record). Each part lives in a module of its own;
- * what stays here is their wiring, which reads best in one piece.
+ * the skills and their nested runs, kept outputs, privacy, parked runs, the audit record). Each
+ * part lives in a module of its own; what stays here is their wiring, which reads best in one
+ * piece.
  *
  * @module
  */
@@ -44,8 +45,8 @@ import { type KeptOutput, OutputStore, RunOutputs } from "./output_store.ts";
 import { removeStaleDirs, sandboxLocations } from "./runtime_files.ts";
 import type { RunLimits } from "./sandbox_process.ts";
 import { SessionStore } from "./sessions.ts";
-import { runRequests, type SkillSource } from "./skill_bridge.ts";
-import type { SkillLanguage } from "../skills/store.ts";
+import { runRequests } from "./skill_bridge.ts";
+import type { SkillLanguage, SkillStore } from "../skills/store.ts";
 import { ToolBridge } from "./tool_bridge.ts";
 import { scrubEmitCache, TsChild, type TsChildOptions } from "./ts_sandbox.ts";
 import { wrapTypescript } from "./ts_source.ts";
@@ -87,7 +88,7 @@ export class Executor {
   #settings: Settings;
   #log: Logger;
   #hub: Hub | undefined;
-  #skills: SkillSource | undefined;
+  #skills: SkillStore | undefined;
   #audit: AuditLog | undefined;
   #fallback: SamplingBackend | undefined;
   #privacy: HostPrivacy;
@@ -172,7 +173,7 @@ export class Executor {
   }
 
   /** The skills the in-sandbox `skills` API saves, lists and calls; none when not given. */
-  get skills(): SkillSource | undefined {
+  get skills(): SkillStore | undefined {
     return this.#skills;
   }
 
@@ -347,6 +348,7 @@ export class Executor {
       ? AbortSignal.any([options.signal, this.#closing.signal])
       : this.#closing.signal;
     const principal = options.principal ?? LOCAL_PRINCIPAL;
+    const skills = this.#skills;
     const release = await this.#admission.enter(principal, signal);
     const outputs = new RunOutputs(this.#outputs, principal);
     let leased: Lease | undefined;
@@ -387,6 +389,7 @@ export class Executor {
         client,
         gate,
         tokenizer,
+        skills ? () => skills.list(principal) : undefined,
       );
       const result = await leased.run({
         hold,
@@ -403,7 +406,7 @@ export class Executor {
           timeoutMs,
           remainingMs: () => timeoutMs - (performance.now() - started) + hold.heldMs,
           maxOutputBytes: this.#settings.limits.maxOutputBytes,
-          store: this.#skills,
+          store: skills,
           principal: principal === LOCAL_PRINCIPAL ? undefined : principal,
           // A Python caller has no grants (its child reaches nothing): its TypeScript skills
           // get none either.

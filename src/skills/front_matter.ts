@@ -188,12 +188,12 @@ export function parseSkillMarkdown(text: string, where: string): SkillFrontMatte
     if (match === null) throw invalid(where, `line ${number} is not "key: \\"value\\""`);
     const [, indent, key, raw] = match;
     const nested = indent !== undefined;
+    const allowed = nested ? META_KEYS : ["name", "description"];
+    if (!allowed.includes(key)) throw invalid(where, `line ${number} has an unknown key "${key}"`);
     if (nested !== inMetadata || (!nested && top.size === 2)) {
       throw invalid(where, `line ${number} is out of place`);
     }
     const target = nested ? meta : top;
-    const allowed = nested ? META_KEYS : ["name", "description"];
-    if (!allowed.includes(key)) throw invalid(where, `line ${number} has an unknown key "${key}"`);
     if (target.has(key)) throw invalid(where, `line ${number} repeats "${key}"`);
     target.set(key, parseQuoted(raw, where, number));
   }

@@ -94,7 +94,10 @@ export interface SkillStoreOptions {
   env?: Record<string, string | undefined>;
   /** Where problems with a stored skill are reported. */
   log?: Logger;
-  /** How long `list` answers from memory before reading the roots again. Default 1000 ms. */
+  /**
+   * How long `list` answers from memory before it looks at the roots again (behind the answer: the
+   * next call sees the result). 0 reads them on every call. Default 1000 ms.
+   */
   listCacheMs?: number;
 }
 
@@ -124,7 +127,11 @@ export class SkillStore {
   readonly #log?: Logger;
   readonly #listCacheMs: number;
   #queue: Promise<unknown> = Promise.resolve();
-  #listCache = new Map<string, { at: number; records: Promise<SkillRecord[]> }>();
+  #listCache = new Map<
+    string,
+    { at: number; records: Promise<SkillRecord[]>; refreshing?: boolean }
+  >();
+  #records = new Map<string, { key: string; record: SkillRecord }>();
 
   /**
    * Creates a store over the settings' directories (nothing is read or made until used).
@@ -194,7 +201,19 @@ export class SkillStore {
   list(principal?: string): Promise<SkillRecord[]> {
     const key = principal ?? LOCAL;
     const cached = this.#listCache.get(key);
-    if (cached !== undefined && Date.now() - cached.at < this.#listCacheMs) return cached.records;
+    if (cached !== undefined && this.#listCacheMs > 0) {
+      // Older than listCacheMs: answer from memory and look at the disk again behind it, so that
+      // no search waits for the directories (a save through this store clears the cache).
+      if (Date.now() - cached.at >= this.#listCacheMs && !cached.refreshing) {
+        cached.refreshing = true;
+        const records = this.#readAll(principal);
+        records.then(
+          () => this.#listCache.set(key, { at: Date.now(), records }),
+          () => this.#listCache.delete(key),
+        );
+      }
+      return cached.records;
+    }
     const records = this.#readAll(principal);
     this.#listCache.set(key, { at: Date.now(), records });
     records.catch(() => this.#listCache.delete(key));
@@ -210,14 +229,17 @@ export class SkillStore {
       for await (const entry of Deno.readDir(root.dir)) {
         if (SKILL_NAME_PATTERN.test(entry.name) && !seen.has(entry.name)) names.push(entry.name);
       }
-      for (const name of names.sort()) {
-        seen.add(name);
-        try {
-          records.push(await this.#readVersion(root, name));
-        } catch (error) {
-          this.#log?.warn(`Skipped skill ${join(root.dir, name)}: ${(error as Error).message}`);
-        }
-      }
+      for (const name of names) seen.add(name);
+      // In parallel: the file system's thread pool reads many small files faster than one by one.
+      const read = await Promise.all(
+        names.map((name) =>
+          this.#readVersion(root, name).catch((error) => {
+            this.#log?.warn(`Skipped skill ${join(root.dir, name)}: ${(error as Error).message}`);
+            return undefined;
+          })
+        ),
+      );
+      for (const record of read) if (record !== undefined) records.push(record);
     }
     return records.sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
   }
@@ -490,11 +512,48 @@ export class SkillStore {
     return count;
   }
 
+  /**
+   * A version's record, from memory while both of its files keep their inode, size and change
+   * time (a refresh of `list` then costs two `lstat`s per skill instead of reading and parsing
+   * them); the symlink checks run every time.
+   */
   async #readVersion(root: SkillRoot, name: string, version?: number): Promise<SkillRecord> {
     const dir = version === undefined
       ? join(root.dir, name)
       : join(root.dir, VERSIONS_DIR, name, String(version));
     if (!(await realDirOrMissing(dir))) throw notFound(version ? `${name}@${version}` : name);
+    const before = await this.#fileKey(dir);
+    const cached = this.#records.get(dir);
+    if (cached !== undefined && cached.key === before && cached.record.scope === root.scope) {
+      return cached.record;
+    }
+    const record = await this.#parseVersion(root, name, dir, version);
+    // Kept only when nothing changed while it was read.
+    if (before === await this.#fileKey(dir)) this.#records.set(dir, { key: before, record });
+    return record;
+  }
+
+  /** Identity and change time of the files a version can have (`-` for a missing one). */
+  async #fileKey(dir: string): Promise<string> {
+    const parts = await Promise.all(["SKILL.md", CODE_FILE.typescript, CODE_FILE.python].map(
+      async (file) => {
+        try {
+          const info = await Deno.lstat(join(dir, file));
+          return `${info.isFile}:${info.dev}:${info.ino}:${info.size}:${info.mtime?.getTime()}:${info.ctime?.getTime()}`;
+        } catch {
+          return "-";
+        }
+      },
+    ));
+    return parts.join("|");
+  }
+
+  async #parseVersion(
+    root: SkillRoot,
+    name: string,
+    dir: string,
+    version: number | undefined,
+  ): Promise<SkillRecord> {
     const skillMd = join(dir, "SKILL.md");
     let text: string;
     try {

@@ -112,6 +112,59 @@ function normalise(name: string): string {
 }
 
 /**
+ * Splits a search query into lower-case terms (on white space and commas).
+ *
+ * @param query The query.
+ * @returns The terms; none for an empty query.
+ */
+export function searchTerms(query: string): string[] {
+  return query.toLowerCase().split(/[\s,]+/).filter(Boolean);
+}
+
+/** What a search ranks: a tool of the catalog, or anything named and described like one. */
+export interface Searchable {
+  /** The name code calls it by (`mcp__<server>__<tool>`, `skill:<name>@<version>`). */
+  fullName: string;
+  /** Its own name. */
+  name: string;
+  /** Its server (`skills` for a saved skill). */
+  server: string;
+  /** What it does. */
+  description?: string;
+}
+
+/**
+ * Scores how well an item matches search terms: an exact name counts most, then a name that
+ * contains a term, the server's name, a word of the description, and a bonus when every term
+ * matched. `search_tools` ranks upstream tools and saved skills together with it.
+ *
+ * @param terms The query's terms ({@linkcode searchTerms}).
+ * @param item The tool or skill.
+ * @returns 0 when nothing matches.
+ */
+export function matchScore(terms: string[], item: Searchable): number {
+  const name = item.name.toLowerCase();
+  const normalisedName = normalise(item.name);
+  const server = item.server.toLowerCase();
+  const description = (item.description ?? "").toLowerCase();
+  let score = 0;
+  let matched = 0;
+  for (const term of terms) {
+    let s = 0;
+    if (item.fullName.toLowerCase() === term || name === term) s += 20;
+    else if (name.includes(term) || normalisedName.includes(normalise(term))) s += 8;
+    if (server.includes(term)) s += 4;
+    if (new RegExp(`\\b${term.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`).test(description)) {
+      s += 3;
+    } else if (description.includes(term)) s += 1;
+    if (s > 0) matched++;
+    score += s;
+  }
+  if (score > 0 && matched === terms.length) score += 5 * terms.length;
+  return score;
+}
+
+/**
  * Every upstream tool, listed on demand and cached.
  */
 export class ToolCatalog {
@@ -362,7 +415,7 @@ export class ToolCatalog {
     options: { limit?: number; server?: string } = {},
   ): Promise<CatalogEntry[]> {
     await this.ensure(options.server ? [options.server] : undefined);
-    const terms = query.toLowerCase().split(/[\s,]+/).filter(Boolean);
+    const terms = searchTerms(query);
     const scored: Array<[number, CatalogEntry]> = [];
     for (const entry of this.entries()) {
       if (options.server && entry.server !== options.server) continue;
@@ -370,26 +423,8 @@ export class ToolCatalog {
         scored.push([0, entry]);
         continue;
       }
-      const name = entry.name.toLowerCase();
-      const normalisedName = normalise(entry.name);
-      const server = entry.server.toLowerCase();
-      const description = (entry.description ?? "").toLowerCase();
-      let score = 0;
-      let matched = 0;
-      for (const term of terms) {
-        let s = 0;
-        if (entry.fullName.toLowerCase() === term || name === term) s += 20;
-        else if (name.includes(term) || normalisedName.includes(normalise(term))) s += 8;
-        if (server.includes(term)) s += 4;
-        if (new RegExp(`\\b${term.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`).test(description)) {
-          s += 3;
-        } else if (description.includes(term)) s += 1;
-        if (s > 0) matched++;
-        score += s;
-      }
-      if (score === 0) continue;
-      if (matched === terms.length) score += 5 * terms.length;
-      scored.push([score, entry]);
+      const score = matchScore(terms, entry);
+      if (score > 0) scored.push([score, entry]);
     }
     scored.sort((a, b) => b[0] - a[0] || (a[1].fullName < b[1].fullName ? -1 : 1));
     return scored.slice(0, options.limit ?? 10).map(([, entry]) => entry);
