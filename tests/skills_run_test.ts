@@ -9,7 +9,7 @@
  * @module
  */
 import { join } from "node:path";
-import { assertEquals, assertFails, assertReturns, describeResult } from "./_assert.ts";
+import { assert, assertEquals, assertFails, assertReturns, describeResult } from "./_assert.ts";
 import {
   closeAndCheck,
   describeRun,
@@ -103,7 +103,23 @@ Deno.test("skills: a skill saved by one run is found and called from TypeScript 
 
     const server = await startServer({ settings, upstream: upstream(dir) });
     try {
-      await t.step("a fresh server lists it", async () => {
+      await t.step("a fresh server finds it with search_tools", async () => {
+        const found = await server.client.callTool({
+          name: "search_tools",
+          arguments: { query: "echo remember", detail: "names" },
+        });
+        const names = (found.content as Array<{ text: string }>)[0].text.split("\n");
+        assert(names.includes("skill:echo-remember@1"), names.join(", "));
+        const inCode = await server.runTs(
+          'return (await searchTools("remember a text in memory", 5)).map((r) => r.name);',
+        );
+        assert(
+          (inCode.returnValue as string[]).includes("skill:echo-remember@1"),
+          describeResult(inCode),
+        );
+      });
+
+      await t.step("and lists it", async () => {
         const listed = await server.runTs("return (await skills.list()).map((s) => s.ref);");
         assertReturns(listed, ["echo-remember@1"]);
         const fromPython = await server.runPy("[s['ref'] for s in await skills.list()]");
