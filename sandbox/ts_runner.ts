@@ -293,7 +293,7 @@ function request(op: string, payload: Record<string, unknown>): Promise<unknown>
 
 /** How the host answers a skill call: the body to run here, or the other language's result. */
 type SkillReply =
-  | { mode: "inline"; base64: string; args: unknown }
+  | { mode: "inline"; ref: string; lineOffset: number; base64: string; args: unknown }
   | { mode: "result"; value: unknown; stdout?: string; stderr?: string };
 
 /** Names of the `skills` object itself; a skill with one of these names is reached by `call`. */
@@ -312,7 +312,10 @@ function skillsAt(depth: number): Record<string, unknown> {
       depth,
     }) as SkillReply;
     if (reply.mode === "inline") {
-      const module = await import("data:application/typescript;base64," + reply.base64);
+      // Named in the URL so that the host can point a stack trace at the skill's own lines.
+      const module = await import(
+        `data:application/typescript;skill=${reply.ref};offset=${reply.lineOffset};base64,${reply.base64}`
+      );
       return await module.default(reply.args, skillsAt(depth + 1));
     }
     // The other language's run printed this; it is the caller's output now.

@@ -10,6 +10,7 @@ import { join } from "node:path";
 import {
   assertEquals,
   assertFails,
+  assertMatch,
   assertReturns,
   describeResult,
   type RunResult,
@@ -198,6 +199,32 @@ Deno.test("skills: recursion stops at the nesting bound, and a nested run's time
         );
         const result = await server.runTs("return await skills.again({});");
         assertFails(result, "LimitError", /at most 4 levels deep/);
+      });
+
+      await t.step("an error inside a skill points at the skill's own line", async () => {
+        assertSaved(
+          await server.runTs(
+            saveTs({ name: "boom", code: "const x = 1;\nthrow new RangeError(`boom ${x}`);" }),
+          ),
+          "boom@1",
+        );
+        assertSaved(
+          await server.runTs(saveTs({
+            name: "boom-py",
+            language: "python",
+            code: "x = 1\nraise ValueError(f'boom {x}')",
+          })),
+          "boom-py@1",
+        );
+        const ts = await server.runTs("\n\nreturn await skills.boom({});");
+        assertFails(ts, "RangeError", /^boom 1$/);
+        assertMatch(ts.error?.traceback ?? "", /skill:boom@1\.ts:2:7[\s\S]*code\.ts:3:/);
+        const py = await server.runPy("\nawait skills.boom_py()");
+        assertFails(py, "ValueError", /^boom 1$/);
+        assertMatch(
+          py.error?.traceback ?? "",
+          /File "code\.py", line 2[\s\S]*File "skill:boom-py@1", line 2/,
+        );
       });
 
       await t.step("a run that saves a new version calls the new one afterwards", async () => {

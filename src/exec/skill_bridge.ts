@@ -176,14 +176,21 @@ export class SkillBridge {
     const args = plainObject(frame.args ?? {}, `The arguments of skill "${ref.slice(0, 80)}"`);
     this.#validate(skill, args);
     if (skill.language === language) {
-      const value = language === "typescript"
+      const ref = `${skill.name}@${skill.version}`;
+      const wrapped = language === "typescript"
+        ? wrapTypescript(skill.code, { params: "args, skills" })
+        : undefined;
+      // The runner names the skill and its line offset in the module's URL, so that a stack
+      // trace points at the skill's own line (`skill:name@1.ts:3:7`).
+      const value = wrapped
         ? {
           mode: "inline",
-          base64: Buffer.from(wrapTypescript(skill.code, { params: "args, skills" }).source)
-            .toString("base64"),
+          ref,
+          lineOffset: wrapped.lineOffset,
+          base64: Buffer.from(wrapped.source).toString("base64"),
           args,
         }
-        : { mode: "inline", ref: `${skill.name}@${skill.version}`, source: skill.code, args };
+        : { mode: "inline", ref, source: skill.code, args };
       return { ok: true, value };
     }
     const result = await this.#options.nested(skill, args, depth);

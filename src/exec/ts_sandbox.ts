@@ -53,6 +53,9 @@ export async function scrubEmitCache(denoDir: string): Promise<void> {
 }
 
 const DATA_URL_POSITION = /data:application\/typescript;base64,[A-Za-z0-9+/=.]*:(\d+):(\d+)/g;
+/** A skill's body run in the caller's child: the runner names it and its line offset in the URL. */
+const SKILL_URL_POSITION =
+  /data:application\/typescript;skill=([a-z0-9-]+@\d+);offset=(\d+);base64,[A-Za-z0-9+/=.]*:(\d+):(\d+)/g;
 
 /**
  * Rewrites a stack trace or error message from the child so that it names `code.ts` with the
@@ -65,6 +68,11 @@ const DATA_URL_POSITION = /data:application\/typescript;base64,[A-Za-z0-9+/=.]*:
 export function cleanTrace(text: string, lineOffset: number): string {
   const line = (n: string) => Math.max(1, Number(n) - lineOffset);
   return text
+    .replace(
+      SKILL_URL_POSITION,
+      (_m, ref, offset, n, col) =>
+        `skill:${ref}.ts:${Math.max(1, Number(n) - Number(offset))}:${col}`,
+    )
     .replace(DATA_URL_POSITION, (_m, n, col) => `code.ts:${line(n)}:${col}`)
     .replace(/data:application\/typescript;base64,[A-Za-z0-9+/=.]*/g, "code.ts")
     .split("\n")
