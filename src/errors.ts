@@ -46,8 +46,10 @@ export const ERROR_TYPES = {
     change: "Send smaller code; read large data through tools or files",
   },
   LimitError: {
-    meaning: "An argument asks for more than the admin allows (timeoutMs, sampling caps)",
-    change: "Pass a smaller value, or leave the argument out",
+    meaning:
+      "An argument asks for more than the admin allows (timeoutMs, sampling caps); skills nested past 4 levels or 4 runs at once",
+    change:
+      "Pass a smaller value, or leave the argument out; end a skill's recursion; await skills",
   },
   RateLimitError: {
     meaning: "Too many executions per minute, or too many calls to one server per minute",
