@@ -227,6 +227,36 @@ Deno.test("skills: recursion stops at the nesting bound, and a nested run's time
         );
       });
 
+      await t.step(
+        "a run has at most 4 nested runs at once; the fifth call is refused at once",
+        async () => {
+          assertSaved(
+            await server.runTs(saveTs({
+              name: "slow-ts",
+              code: "await new Promise((r) => setTimeout(r, 3_000));\nreturn args.i;",
+            })),
+            "slow-ts@1",
+          );
+          const result = await server.runPy(`
+import asyncio
+outcomes = await asyncio.gather(*[skills.slow_ts(i=i) for i in range(6)], return_exceptions=True)
+[o if isinstance(o, int) else type(o).__name__ for o in outcomes]`);
+          assertEquals(result.ok, true, describeResult(result));
+          const outcomes = result.returnValue as Array<number | string>;
+          assertEquals(
+            outcomes.filter((o) => typeof o === "number").length,
+            4,
+            describeResult(result),
+          );
+          assertEquals(
+            outcomes.filter((o) => o === "LimitError").length,
+            2,
+            describeResult(result),
+          );
+          await assertNoSandboxes(server.tempDir, 15_000);
+        },
+      );
+
       await t.step("a run that saves a new version calls the new one afterwards", async () => {
         const result = await server.runTs(`
           await skills.save({ name: "which", description: "d", code: "return 1;" });
