@@ -27,16 +27,16 @@ import {
   skillDirs,
   type SkillRoot,
   VERSIONS_DIR,
+  withRootLock,
   writeNewFile,
 } from "./layout.ts";
 import { notFound, type SkillLanguage, type SkillRecord, VersionReader } from "./records.ts";
 import {
   parseSkillRef,
   SKILL_NAME_PATTERN,
-  validateCode,
-  validateDescription,
-  validateInputSchema,
+  validateSaveInput,
   validateSkillName,
+  type ValidSkill,
 } from "./validate.ts";
 
 export type { SkillRoot, SkillScope } from "./layout.ts";
@@ -285,24 +285,16 @@ export class SkillStore {
           "run_python instead, or ask the admin",
       );
     }
-    if (typeof input !== "object" || input === null) {
-      throw new CodeExecutorError(
-        "SkillInvalid",
-        "Skill must be an object {name, description, language, inputSchema, code}",
-      );
-    }
-    const name = validateSkillName(input.name);
-    const description = validateDescription(input.description);
-    if (input.language !== "typescript" && input.language !== "python") {
-      throw new CodeExecutorError(
-        "SkillInvalid",
-        'Skill language must be "typescript" or "python"',
-      );
-    }
-    const code = validateCode(input.code, this.#settings);
-    const inputSchema = validateInputSchema(input.inputSchema, this.#settings);
+    const valid = validateSaveInput(input, this.#settings);
+    const name = valid.name;
     const root = await this.#saveRoot(name, principal);
     await this.#ensureRootReal(root);
+    return await withRootLock(root.dir, () => this.#write(root, valid));
+  }
+
+  async #write(root: SkillRoot, input: ValidSkill): Promise<SkillRecord> {
+    const { name, description, code, inputSchema } = input;
+    await this.#removeStaleTemps(root);
     const current = join(root.dir, name);
     const exists = await realDirOrMissing(current);
     let previous: SkillRecord | undefined;
@@ -364,6 +356,10 @@ export class SkillStore {
     await this.#reader.versionsDirExists(root, name);
     const kind = await pathKind(join(root.dir, name));
     if (kind !== "directory" && kind !== "missing") throw notPlain(join(root.dir, name), kind);
+    await withRootLock(root.dir, () => this.#removeFiles(root, name));
+  }
+
+  async #removeFiles(root: SkillRoot, name: string): Promise<void> {
     try {
       await Deno.remove(join(root.dir, name), { recursive: true }).catch((error) => {
         if (!(error instanceof Deno.errors.NotFound)) throw error;
@@ -456,6 +452,17 @@ export class SkillStore {
       );
     }
     await Deno.rename(join(root.dir, name), target);
+  }
+
+  /** Under the root's lock no save is under way: a `.tmp-*` left is a dead process's. */
+  async #removeStaleTemps(root: SkillRoot): Promise<void> {
+    for await (const entry of Deno.readDir(root.dir)) {
+      if (!entry.name.startsWith(".tmp-")) continue;
+      // Deno.remove takes a symlink itself away, never what it points to.
+      await Deno.remove(join(root.dir, entry.name), { recursive: !entry.isSymlink }).catch(
+        () => {},
+      );
+    }
   }
 
   async #countNames(root: SkillRoot): Promise<number> {
