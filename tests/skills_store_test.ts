@@ -424,3 +424,18 @@ Deno.test("SkillStore.save() from two stores on one root at once gives every sav
     assertEquals(new Set(stored.map((r) => r.code)).size, 11);
   });
 });
+
+Deno.test("SkillStore skips a hand-edited skill whose front matter names another skill", async () => {
+  await withUserDirs("skills-store-", async (dirs) => {
+    const store = storeIn(dirs);
+    const saved = await store.save(ADD);
+    const md = join(saved.dir, "SKILL.md");
+    await Deno.writeTextFile(
+      md,
+      (await Deno.readTextFile(md)).replace('name: "add-numbers"', 'name: "other"'),
+    );
+    assertEquals(await store.list(), []);
+    await assertSkillError(() => store.get("add-numbers"), "SkillInvalid", "the two must be equal");
+    await assertSkillError(() => store.save(ADD), "SkillInvalid", "the two must be equal");
+  });
+});
