@@ -14,7 +14,13 @@ import { SkillsClient } from "@modelcontextprotocol/client/ext/skills";
 import { SettingsSchema } from "../src/config/settings.ts";
 import { type SaveSkillInput, SkillStore } from "../src/skills/store.ts";
 import { assert, assertEquals, assertRejects } from "./_assert.ts";
-import { connectHttp, spawnHttpServe, startServer, withUserDirs } from "./_helpers.ts";
+import {
+  callRunTypescript,
+  connectHttp,
+  spawnHttpServe,
+  startServer,
+  withUserDirs,
+} from "./_helpers.ts";
 
 const ADD: SaveSkillInput = {
   name: "add-numbers",
@@ -170,6 +176,13 @@ Deno.test("serve --http serves each principal its own skills plus the shared one
         };
         assertEquals(await search(alice), ["skill:alice-private@1", "skill:team-report@1"]);
         assertEquals(await search(bob), ["skill:team-report@1"]);
+        if (era === "legacy") {
+          const code = 'return (await searchTools("private report")).map((h) => h.name).sort();';
+          const inCode = await callRunTypescript(bob, code);
+          assertEquals(inCode.returnValue, ["skill:team-report@1"], JSON.stringify(inCode.error));
+          const alices = await callRunTypescript(alice, code);
+          assertEquals(alices.returnValue, ["skill:alice-private@1", "skill:team-report@1"]);
+        }
       }
     } finally {
       await Promise.all(clients.map((c) => c.close().catch(() => {})));

@@ -395,3 +395,47 @@ Deno.test("SkillStore refuses a skills root that is a symlink", async () => {
     assertEquals([...(await tree(outside)).keys()], []);
   });
 });
+
+Deno.test("SkillStore.save() from two stores on one root at once gives every save its own version", async () => {
+  await withUserDirs("skills-store-", async (dirs) => {
+    // Two stores stand for two server processes: the root's flock orders their saves.
+    const a = storeIn(dirs);
+    const b = storeIn(dirs);
+    const saves = Array.from(
+      { length: 10 },
+      (_, i) => (i % 2 ? a : b).save({ ...ADD, code: `return ${i};` }),
+    );
+    const versions = (await Promise.all(saves)).map((r) => r.version).sort((x, y) => x - y);
+    assertEquals(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    // A save that died half way left its temporary directory: the next save clears it.
+    const root = join(dirs.home, ".config", "code-executor", "skills");
+    await Deno.mkdir(join(root, ".tmp-dead"));
+    await Deno.writeTextFile(join(root, ".tmp-dead", "SKILL.md"), "half");
+    await Deno.symlink(join(dirs.root, "home"), join(root, ".tmp-link"));
+    await a.save({ ...ADD, code: "return 10;" });
+    assertEquals(
+      [...Deno.readDirSync(root)].map((e) => e.name).filter((n) => n.startsWith(".tmp")),
+      [],
+    );
+    assert(Deno.statSync(join(dirs.root, "home")).isDirectory);
+    versions.push(11);
+    const stored = await a.versions("add-numbers");
+    assertEquals(stored.map((r) => r.version), versions);
+    assertEquals(new Set(stored.map((r) => r.code)).size, 11);
+  });
+});
+
+Deno.test("SkillStore skips a hand-edited skill whose front matter names another skill", async () => {
+  await withUserDirs("skills-store-", async (dirs) => {
+    const store = storeIn(dirs);
+    const saved = await store.save(ADD);
+    const md = join(saved.dir, "SKILL.md");
+    await Deno.writeTextFile(
+      md,
+      (await Deno.readTextFile(md)).replace('name: "add-numbers"', 'name: "other"'),
+    );
+    assertEquals(await store.list(), []);
+    await assertSkillError(() => store.get("add-numbers"), "SkillInvalid", "the two must be equal");
+    await assertSkillError(() => store.save(ADD), "SkillInvalid", "the two must be equal");
+  });
+});

@@ -209,3 +209,26 @@ export async function ensureRoot(dir: string): Promise<void> {
   await Deno.mkdir(dir, { recursive: true, mode: 0o755 });
   if (!(await realDirOrMissing(dir))) throw notPlain(dir, "missing");
 }
+
+/**
+ * Runs `fn` holding an exclusive lock on `<root>/.lock` (`flock`), so that saves and removes of
+ * several server processes sharing a root (one stdio server per client) do not interleave. The
+ * lock goes with the process if it dies.
+ *
+ * @param root The skills root (a real directory).
+ * @param fn The work.
+ * @returns What `fn` returns.
+ * @throws {CodeExecutorError} `SkillInvalid` when `.lock` is a symlink or not a file.
+ */
+export async function withRootLock<T>(root: string, fn: () => Promise<T>): Promise<T> {
+  const path = join(root, ".lock");
+  const kind = await pathKind(path);
+  if (kind !== "missing" && kind !== "file") throw notPlain(path, kind);
+  const file = await Deno.open(path, { read: true, write: true, create: true, mode: 0o644 });
+  try {
+    await file.lock(true);
+    return await fn();
+  } finally {
+    file.close();
+  }
+}

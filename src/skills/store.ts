@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { CodeExecutorError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { Settings } from "../config/settings.ts";
-import { parseSkillMarkdown, renderSkillMarkdown } from "./front_matter.ts";
+import { renderSkillMarkdown } from "./front_matter.ts";
 import {
   CODE_FILE,
   ensureRoot,
@@ -26,45 +26,21 @@ import {
   type SkillDirs,
   skillDirs,
   type SkillRoot,
-  type SkillScope,
   VERSIONS_DIR,
+  withRootLock,
   writeNewFile,
 } from "./layout.ts";
+import { notFound, type SkillLanguage, type SkillRecord, VersionReader } from "./records.ts";
 import {
   parseSkillRef,
   SKILL_NAME_PATTERN,
-  validateCode,
-  validateDescription,
-  validateInputSchema,
+  validateSaveInput,
   validateSkillName,
+  type ValidSkill,
 } from "./validate.ts";
 
 export type { SkillRoot, SkillScope } from "./layout.ts";
-
-/** The language of a skill's program. */
-export type SkillLanguage = "typescript" | "python";
-
-/** A saved skill, one version of it. */
-export interface SkillRecord {
-  /** Its name (Agent Skills rules, not reserved). */
-  readonly name: string;
-  /** 1, 2, … */
-  readonly version: number;
-  /** Whether this is the latest version. */
-  readonly latest: boolean;
-  /** What it does and when to use it. */
-  readonly description: string;
-  /** The language of its program. */
-  readonly language: SkillLanguage;
-  /** Its input JSON Schema (`type: "object"`). */
-  readonly inputSchema: Record<string, unknown>;
-  /** The program, as `run_typescript` / `run_python` takes it, with `args` in scope. */
-  readonly code: string;
-  /** The root it comes from. */
-  readonly scope: SkillScope;
-  /** The directory its files are in. */
-  readonly dir: string;
-}
+export type { SkillLanguage, SkillRecord } from "./records.ts";
 
 /** What a save gives. */
 export interface SaveSkillInput {
@@ -104,13 +80,6 @@ export interface SkillStoreOptions {
 /** The principal of stdio and of HTTP without authentication. */
 const LOCAL = "local";
 
-function notFound(ref: string): CodeExecutorError {
-  return new CodeExecutorError(
-    "SkillNotFound",
-    `No skill "${ref}": call skills.list() or search_tools to see the saved ones`,
-  );
-}
-
 /**
  * Saved skills under the roots of the `skills.*` settings.
  *
@@ -131,7 +100,7 @@ export class SkillStore {
     string,
     { at: number; records: Promise<SkillRecord[]>; refreshing?: boolean }
   >();
-  #records = new Map<string, { key: string; record: SkillRecord }>();
+  readonly #reader: VersionReader;
 
   /**
    * Creates a store over the settings' directories (nothing is read or made until used).
@@ -144,6 +113,10 @@ export class SkillStore {
     this.#dirs = skillDirs(settings, options);
     this.#log = options.log;
     this.#listCacheMs = options.listCacheMs ?? 1_000;
+    this.#reader = new VersionReader({
+      maxCodeBytes: settings.maxCodeBytes,
+      maxSkillMdBytes: this.#skillMdMax(),
+    });
   }
 
   /** Where problems with a stored skill are reported. */
@@ -233,7 +206,7 @@ export class SkillStore {
       // In parallel: the file system's thread pool reads many small files faster than one by one.
       const read = await Promise.all(
         names.map((name) =>
-          this.#readVersion(root, name).catch((error) => {
+          this.#reader.read(root, name).catch((error) => {
             this.#log?.warn(`Skipped skill ${join(root.dir, name)}: ${(error as Error).message}`);
             return undefined;
           })
@@ -257,12 +230,12 @@ export class SkillStore {
     const { name, version } = parseSkillRef(ref);
     const root = await this.#rootOf(name, principal);
     if (root === undefined) throw notFound(ref);
-    const latest = await this.#readVersion(root, name);
+    const latest = await this.#reader.read(root, name);
     if (version === undefined || version === latest.version) return latest;
     const dir = join(root.dir, VERSIONS_DIR, name, String(version));
-    await this.#checkVersionsPath(root, name);
+    await this.#reader.versionsDirExists(root, name);
     if (!(await realDirOrMissing(dir))) throw notFound(ref);
-    return await this.#readVersion(root, name, version);
+    return await this.#reader.read(root, name, version);
   }
 
   /**
@@ -277,11 +250,11 @@ export class SkillStore {
     validateSkillName(name);
     const root = await this.#rootOf(name, principal);
     if (root === undefined) throw notFound(name);
-    const latest = await this.#readVersion(root, name);
-    const older = await this.#olderVersions(root, name);
+    const latest = await this.#reader.read(root, name);
+    const older = await this.#reader.olderVersions(root, name);
     const records: SkillRecord[] = [];
     for (const version of older) {
-      if (version < latest.version) records.push(await this.#readVersion(root, name, version));
+      if (version < latest.version) records.push(await this.#reader.read(root, name, version));
     }
     records.push(latest);
     return records;
@@ -312,31 +285,23 @@ export class SkillStore {
           "run_python instead, or ask the admin",
       );
     }
-    if (typeof input !== "object" || input === null) {
-      throw new CodeExecutorError(
-        "SkillInvalid",
-        "Skill must be an object {name, description, language, inputSchema, code}",
-      );
-    }
-    const name = validateSkillName(input.name);
-    const description = validateDescription(input.description);
-    if (input.language !== "typescript" && input.language !== "python") {
-      throw new CodeExecutorError(
-        "SkillInvalid",
-        'Skill language must be "typescript" or "python"',
-      );
-    }
-    const code = validateCode(input.code, this.#settings);
-    const inputSchema = validateInputSchema(input.inputSchema, this.#settings);
+    const valid = validateSaveInput(input, this.#settings);
+    const name = valid.name;
     const root = await this.#saveRoot(name, principal);
     await this.#ensureRootReal(root);
+    return await withRootLock(root.dir, () => this.#write(root, valid));
+  }
+
+  async #write(root: SkillRoot, input: ValidSkill): Promise<SkillRecord> {
+    const { name, description, code, inputSchema } = input;
+    await this.#removeStaleTemps(root);
     const current = join(root.dir, name);
     const exists = await realDirOrMissing(current);
     let previous: SkillRecord | undefined;
     let older: number[] = [];
     if (exists) {
-      previous = await this.#readVersion(root, name);
-      older = await this.#olderVersions(root, name);
+      previous = await this.#reader.read(root, name);
+      older = await this.#reader.olderVersions(root, name);
       if (older.length + 1 >= this.#settings.maxVersions) {
         throw new CodeExecutorError(
           "SkillInvalid",
@@ -388,9 +353,13 @@ export class SkillStore {
     const writable = this.#writableRoots(principal);
     const root = await this.#rootOf(name, principal);
     if (root === undefined || !writable.some((r) => r.dir === root.dir)) throw notFound(name);
-    await this.#checkVersionsPath(root, name);
+    await this.#reader.versionsDirExists(root, name);
     const kind = await pathKind(join(root.dir, name));
     if (kind !== "directory" && kind !== "missing") throw notPlain(join(root.dir, name), kind);
+    await withRootLock(root.dir, () => this.#removeFiles(root, name));
+  }
+
+  async #removeFiles(root: SkillRoot, name: string): Promise<void> {
     try {
       await Deno.remove(join(root.dir, name), { recursive: true }).catch((error) => {
         if (!(error instanceof Deno.errors.NotFound)) throw error;
@@ -469,25 +438,6 @@ export class SkillStore {
     return undefined;
   }
 
-  async #checkVersionsPath(root: SkillRoot, name: string): Promise<boolean> {
-    if (!(await realDirOrMissing(join(root.dir, VERSIONS_DIR)))) return false;
-    return await realDirOrMissing(join(root.dir, VERSIONS_DIR, name));
-  }
-
-  async #olderVersions(root: SkillRoot, name: string): Promise<number[]> {
-    if (!(await this.#checkVersionsPath(root, name))) return [];
-    const versions: number[] = [];
-    for await (const entry of Deno.readDir(join(root.dir, VERSIONS_DIR, name))) {
-      if (/^[1-9]\d{0,8}$/.test(entry.name)) {
-        if (entry.isSymlink) {
-          throw notPlain(join(root.dir, VERSIONS_DIR, name, entry.name), "symlink");
-        }
-        versions.push(Number(entry.name));
-      }
-    }
-    return versions.sort((a, b) => a - b);
-  }
-
   async #retire(root: SkillRoot, name: string, version: number): Promise<void> {
     const versions = join(root.dir, VERSIONS_DIR);
     if (!(await realDirOrMissing(versions))) await Deno.mkdir(versions, { mode: 0o755 });
@@ -504,105 +454,22 @@ export class SkillStore {
     await Deno.rename(join(root.dir, name), target);
   }
 
+  /** Under the root's lock no save is under way: a `.tmp-*` left is a dead process's. */
+  async #removeStaleTemps(root: SkillRoot): Promise<void> {
+    for await (const entry of Deno.readDir(root.dir)) {
+      if (!entry.name.startsWith(".tmp-")) continue;
+      // Deno.remove takes a symlink itself away, never what it points to.
+      await Deno.remove(join(root.dir, entry.name), { recursive: !entry.isSymlink }).catch(
+        () => {},
+      );
+    }
+  }
+
   async #countNames(root: SkillRoot): Promise<number> {
     let count = 0;
     for await (const entry of Deno.readDir(root.dir)) {
       if (SKILL_NAME_PATTERN.test(entry.name)) count++;
     }
     return count;
-  }
-
-  /**
-   * A version's record, from memory while both of its files keep their inode, size and change
-   * time (a refresh of `list` then costs two `lstat`s per skill instead of reading and parsing
-   * them); the symlink checks run every time.
-   */
-  async #readVersion(root: SkillRoot, name: string, version?: number): Promise<SkillRecord> {
-    const dir = version === undefined
-      ? join(root.dir, name)
-      : join(root.dir, VERSIONS_DIR, name, String(version));
-    if (!(await realDirOrMissing(dir))) throw notFound(version ? `${name}@${version}` : name);
-    const before = await this.#fileKey(dir);
-    const cached = this.#records.get(dir);
-    if (cached !== undefined && cached.key === before && cached.record.scope === root.scope) {
-      return cached.record;
-    }
-    const record = await this.#parseVersion(root, name, dir, version);
-    // Kept only when nothing changed while it was read.
-    if (before === await this.#fileKey(dir)) this.#records.set(dir, { key: before, record });
-    return record;
-  }
-
-  /** Identity and change time of the files a version can have (`-` for a missing one). */
-  async #fileKey(dir: string): Promise<string> {
-    const parts = await Promise.all(["SKILL.md", CODE_FILE.typescript, CODE_FILE.python].map(
-      async (file) => {
-        try {
-          const info = await Deno.lstat(join(dir, file));
-          return `${info.isFile}:${info.dev}:${info.ino}:${info.size}:${info.mtime?.getTime()}:${info.ctime?.getTime()}`;
-        } catch {
-          return "-";
-        }
-      },
-    ));
-    return parts.join("|");
-  }
-
-  async #parseVersion(
-    root: SkillRoot,
-    name: string,
-    dir: string,
-    version: number | undefined,
-  ): Promise<SkillRecord> {
-    const skillMd = join(dir, "SKILL.md");
-    let text: string;
-    try {
-      text = new TextDecoder("utf-8", { fatal: true }).decode(
-        await readPlainFile(skillMd, this.#skillMdMax()),
-      );
-    } catch (error) {
-      if (error instanceof Deno.errors.NotFound) {
-        throw new CodeExecutorError(
-          "SkillInvalid",
-          `Skill ${dir} has no SKILL.md: remove the directory`,
-        );
-      }
-      if (error instanceof TypeError) {
-        throw new CodeExecutorError("SkillInvalid", `${skillMd} is not UTF-8`);
-      }
-      throw error;
-    }
-    const meta = parseSkillMarkdown(text, skillMd);
-    if (meta.name !== name) {
-      throw new CodeExecutorError(
-        "SkillInvalid",
-        `${skillMd} names "${meta.name}" but its directory is "${name}": the two must be equal`,
-      );
-    }
-    if (version !== undefined && meta.version !== version) {
-      throw new CodeExecutorError(
-        "SkillInvalid",
-        `${skillMd} says version ${meta.version} but its directory is ${version}`,
-      );
-    }
-    const codePath = join(dir, CODE_FILE[meta.language]);
-    let code: string;
-    try {
-      code = new TextDecoder("utf-8", { fatal: true }).decode(
-        await readPlainFile(codePath, this.#settings.maxCodeBytes),
-      );
-    } catch (error) {
-      if (error instanceof Deno.errors.NotFound) {
-        throw new CodeExecutorError(
-          "SkillInvalid",
-          `Skill ${dir} has no ${CODE_FILE[meta.language]}`,
-        );
-      }
-      if (error instanceof TypeError) {
-        throw new CodeExecutorError("SkillInvalid", `${codePath} is not UTF-8`);
-      }
-      throw error;
-    }
-    return { ...meta, code, latest: version === undefined, scope: root.scope, dir };
   }
 }

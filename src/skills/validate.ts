@@ -265,3 +265,39 @@ export function validateInputSchema(
   }
   return copy;
 }
+
+/** A skill to save, every field checked. */
+export interface ValidSkill {
+  /** The name. */
+  name: string;
+  /** The description, trimmed. */
+  description: string;
+  /** The language. */
+  language: "typescript" | "python";
+  /** The input schema (`{ type: "object" }` when none was given). */
+  inputSchema: Record<string, unknown>;
+  /** The program. */
+  code: string;
+}
+
+/**
+ * Checks everything a save gives: name, description, language, program and schema.
+ *
+ * @param input What the caller passed (untrusted).
+ * @param limits The size limits.
+ * @returns The checked skill.
+ * @throws {CodeExecutorError} `SkillInvalid`, naming what to change.
+ */
+export function validateSaveInput(input: unknown, limits: SkillLimits): ValidSkill {
+  if (!isPlainObject(input)) {
+    throw invalid("Skill must be an object {name, description, language, inputSchema, code}");
+  }
+  const name = validateSkillName(input.name);
+  const description = validateDescription(input.description);
+  if (input.language !== "typescript" && input.language !== "python") {
+    throw invalid('Skill language must be "typescript" or "python"');
+  }
+  const code = validateCode(input.code, limits);
+  const inputSchema = validateInputSchema(input.inputSchema, limits);
+  return { name, description, language: input.language, inputSchema, code };
+}
