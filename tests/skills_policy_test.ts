@@ -257,6 +257,35 @@ outcomes = await asyncio.gather(*[skills.slow_ts(i=i) for i in range(6)], return
         },
       );
 
+      await t.step("what a skill prints is the caller's output, in either language", async () => {
+        assertSaved(
+          await server.runTs(saveTs({
+            name: "say-ts",
+            code: 'console.log("ts says", args.x);\nconsole.error("ts warns");\nreturn 1;',
+          })),
+          "say-ts@1",
+        );
+        assertSaved(
+          await server.runTs(saveTs({
+            name: "say-py",
+            language: "python",
+            code: 'print("py says", args["x"])\n2',
+          })),
+          "say-py@1",
+        );
+        const fromTs = await server.runTs(
+          'console.log("before");\nconst a = await skills.say_ts({ x: 1 });\n' +
+            "const b = await skills.say_py({ x: 2 });\nreturn a + b;",
+        );
+        assertReturns(fromTs, 3, { stdout: "before\nts says 1\npy says 2\n" });
+        assertEquals(fromTs.stderr, "ts warns\n");
+        const fromPy = await server.runPy(
+          'print("before")\na = await skills.say_py(x=1)\nb = await skills.say_ts(x=2)\na + b',
+        );
+        assertReturns(fromPy, 3, { stdout: "before\npy says 1\nts says 2\n" });
+        assertEquals(fromPy.stderr, "ts warns\n");
+      });
+
       await t.step("a run that saves a new version calls the new one afterwards", async () => {
         const result = await server.runTs(`
           await skills.save({ name: "which", description: "d", code: "return 1;" });
