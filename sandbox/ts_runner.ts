@@ -2,7 +2,8 @@
  * The trusted runner inside a TypeScript sandbox child (`deno run` with deny-by-default flags).
  *
  * Protocol (JSON lines):
- * - host → runner on stdin: `{"t":"init","nonce"}`, then `{"t":"exec","base64"}`, then replies.
+ * - host → runner on stdin: `{"t":"init","nonce"}`, then `{"t":"exec","base64","args"?}` (`args`:
+ *   a skill's arguments, when the skill runs here as a nested run), then replies.
  * - runner → host on stdout: `<nonce> {"t":"ready"}`, `<nonce> {"t":"out","s":"stdout"|"stderr","d"}`
  *   and finally `<nonce> {"t":"result",...}`.
  *
