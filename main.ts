@@ -51,6 +51,8 @@ Usage:
   code-executor wrappers [--config PATH]... [--out DIR] [--only SERVER]...
                                             Generate typed TypeScript and Python wrappers for
                                             every server's tools (default ~/.code-executor/wrappers)
+  code-executor skills list | show NAME[@N] | rm NAME | export NAME[@N] DIR | import DIR
+                                            The saved skills (--principal P: an HTTP principal's)
   code-executor --help | --version
 
 Options:
@@ -98,6 +100,9 @@ async function main(args: string[]): Promise<number> {
   }
   if (args[0] === "wrappers") {
     return await (await import("./src/cli/wrappers.ts")).wrappersCommand(args.slice(1));
+  }
+  if (args[0] === "skills") {
+    return await (await import("./src/cli/skills.ts")).skillsCommand(args.slice(1));
   }
   const { values, positionals } = parseArgs({
     args,
@@ -150,7 +155,7 @@ async function main(args: string[]): Promise<number> {
     return await runFile(rest[0], { timeoutMs, json: values.json });
   }
   throw new TypeError(
-    `Unknown command "${command}": expected serve, run, doctor, prepare, setup, sync or wrappers (see --help)`,
+    `Unknown command "${command}": expected serve, run, doctor, prepare, setup, sync, wrappers or skills (see --help)`,
   );
 }
 

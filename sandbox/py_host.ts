@@ -8,8 +8,8 @@
  *   "snapshotPath"?,"session"?,"allowedImports","wheels"?,"prelude"}` (`wheels`:
  *   `[{"name","data"}]`, the files' bytes in base64; `prelude`: the text of
  *   `sandbox/py_prelude.py`, which the Worker runs when it boots without the snapshot; both read
- *   by the host since this process may not read them), then `{"t":"exec","source"}` (several in a
- *   session), `{"t":"reply","id","ok","value"|"error"}` and `{"t":"interrupt"}`. Between the runs
+ *   by the host since this process may not read them), then `{"t":"exec","source","args"?}`
+ *   (several in a session; `args`: a skill's arguments when the skill runs as a nested run), `{"t":"reply","id","ok","value"|"error"}` and `{"t":"interrupt"}`. Between the runs
  *   of a session the host stops this process (SIGSTOP) and continues it (SIGCONT) just before
  *   the next `exec`.
  * - controller → host on stdout:
@@ -52,8 +52,19 @@ const OPS = [
   "elicit",
   "progress",
   "output",
+  "skill",
 ];
-const CALL_FIELDS = ["name", "args", "server", "tool", "search", "query", "limit"];
+const CALL_FIELDS = [
+  "name",
+  "args",
+  "server",
+  "tool",
+  "search",
+  "query",
+  "limit",
+  "action",
+  "depth",
+];
 
 let nonce = "";
 let pending = "";
@@ -362,7 +373,8 @@ async function main(): Promise<void> {
       if (running) continue;
       running = true;
       Atomics.store(signal, 0, 0);
-      worker.postMessage({ t: "exec", source: frame.source });
+      const args = frame.args === undefined ? undefined : stringify(frame.args);
+      worker.postMessage({ t: "exec", source: frame.source, args });
     } else if (frame.t === "reply" && typeof frame.id === "number") {
       const body = stringify({ ok: frame.ok === true, value: frame.value, error: frame.error });
       worker.postMessage({ t: "reply", id: frame.id, body });

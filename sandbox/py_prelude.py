@@ -5,7 +5,7 @@ memory snapshot is taken (or at a cold boot). The host reads it and sends it in 
 so the sandbox process needs no permission to read it. Nothing here is a security boundary: the
 process's Deno permissions are (see SECURITY.md).
 
-It is one module of about 520 lines because it becomes one: the API, the import guard and the
+It is one module of about 620 lines because it becomes one: the API, the import guard and the
 runner share module state (the bridge, the allowed imports, the run's globals and its pending
 handles), and the snapshot holds exactly this module.
 """
@@ -288,7 +288,89 @@ class _Tools:
 
 tools = _Tools()
 
+def _write_output(reply):
+    for name, stream in (("stdout", _sys.stdout), ("stderr", _sys.stderr)):
+        text = reply.get(name)
+        if isinstance(text, str) and text:
+            stream.write(text)
+
+
+_skill_runners = {}
+
+
+async def _run_skill(reply, depth):
+    """Runs a Python skill's body here, as the host sent it: ``args`` in scope, last expression out.
+
+    The body gets a namespace of its own (the API, ``args``, and the ``skills`` of the next depth),
+    so that it neither sees nor changes the caller's globals.
+    """
+    ref = reply.get("ref") if isinstance(reply.get("ref"), str) else "skill"
+    source = str(reply.get("source", ""))
+    # A loop of calls compiles the body once (a compile took several ms of each call).
+    runner = _skill_runners.get((ref, source))
+    if runner is None:
+        if len(_skill_runners) >= 32:
+            _skill_runners.clear()
+        runner = _skill_runners[(ref, source)] = _compile(source, f"skill:{ref}")
+    namespace = {"__name__": "__skill__", "__builtins__": _builtins, **API,
+                 "skills": _Skills(depth), "args": reply.get("args")}
+    return await runner.run_async(namespace)
+
+
+class _Skills:
+    """Saved programs: ``save``, ``list``, ``call("name@1", args)`` and ``skills.<name>(**args)``."""
+    __slots__ = ("_depth",)
+
+    def __init__(self, depth):
+        self._depth = depth
+
+    async def save(self, skill=None, /, **fields):
+        """Saves a program as a skill (name, description, input_schema, code, language)."""
+        spec = dict(skill or {})
+        spec.update(fields)
+        if "input_schema" in spec:
+            spec["inputSchema"] = spec.pop("input_schema")
+        return await _request("skill", {"action": "save", "args": spec})
+
+    async def list(self):
+        """Lists the skills this caller can call: name, version, description, language."""
+        return await _request("skill", {"action": "list"})
+
+    async def call(self, ref, args=None, /, **kwargs):
+        """Calls a skill by name ("name" is the latest version, "name@1" the first)."""
+        merged = dict(args or {})
+        merged.update(kwargs)
+        reply = await _request("skill", {"action": "call", "name": ref, "args": merged,
+                                         "depth": self._depth})
+        if reply.get("mode") == "inline":
+            return await _run_skill(reply, self._depth + 1)
+        # A skill in the other language ran as a nested run; what it printed is the caller's now.
+        _write_output(reply)
+        return reply.get("value")
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        # Skill names are lowercase words joined by hyphens: skills.page_issues is "page-issues".
+        ref = name.replace("_", "-")
+
+        async def call(args=None, /, **kwargs):
+            return await self.call(ref, args, **kwargs)
+
+        call.__name__ = call.__qualname__ = name
+        return call
+
+    def __getitem__(self, name):
+        return self.__getattr__(name)
+
+    def __repr__(self):
+        return "<skills>"
+
+
+skills = _Skills(0)
+
 API = {
+    "skills": skills,
     "call_mcp_tool": call_mcp_tool,
     "discover_mcp_tools": discover_mcp_tools,
     "search_tools": search_tools,
@@ -390,10 +472,10 @@ def _to_json(value):
         return _json.dumps(repr(value))
 
 
-def _compile(source):
+def _compile(source, filename=FILENAME):
     # An assignment last (`x = 1 + 2`, `a = b = 5`, `y: int = 4`, `n += 1`) returns the value of
     # its target name, like a last expression, as models expect of run_python.
-    runner = _CodeRunner(source, filename=FILENAME, dedent=False,
+    runner = _CodeRunner(source, filename=filename, dedent=False,
                          return_mode="last_expr_or_assign",
                          flags=_ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     body = runner.ast.body
@@ -466,17 +548,20 @@ def _cancel_background(current):
 _awaiting = None
 
 
-def run_sync(source):
+def run_sync(source, args=None):
     """Runs one execution that does not await at top level; returns the result as JSON text.
 
     Code that awaits at top level is compiled and kept, and None is returned: run() runs it on
-    the event loop. Going through the event loop costs a one-liner 10 ms or more.
+    the event loop. Going through the event loop costs a one-liner 10 ms or more. ``args`` (JSON
+    text) is given to a skill run as a nested run: it becomes the global ``args``.
     """
     global _awaiting, _interrupted
     _interrupted = False
     _awaiting = None
     try:
         try:
+            if args is not None:
+                _globals["args"] = _json.loads(args)
             runner = _compile(source)
             # CO_COROUTINE: the module body awaits, so eval() returns a coroutine.
             if runner.code is not None and runner.code.co_flags & 0x80:

@@ -9,7 +9,8 @@
  * - controller → worker: `{t:"boot", indexDir, indexUrl, snapshotPath?, makeSnapshot, interrupt,
  *   allowedImports, wheels, prelude}` (`wheels`: `[{name, bytes}]`; `prelude`: the text of
  *   `sandbox/py_prelude.py`, run only when making the snapshot or booting without one), then
- *   `{t:"exec", source}`, `{t:"reply", id, body}` and `{t:"interrupt"}`.
+ *   `{t:"exec", source, args?}` (`args`: JSON text, a skill's arguments), `{t:"reply", id, body}`
+ *   and `{t:"interrupt"}`.
  * - worker → controller: `{t:"ready", bootMs, fromSnapshot, snapshotError?, wheelErrors?}` (or
  *   `{t:"snapshot", bytes}` when asked to make one), `{t:"out", s, d}`,
  *   `{t:"call", id, op, payload}` (payload is JSON text) and `{t:"result", body}` (JSON text).
@@ -31,7 +32,7 @@ interface SandboxModule {
   attach: PyProxyFunction;
   interrupt: PyProxyFunction;
   run: (source: string) => Promise<string>;
-  run_sync: (source: string) => string | undefined;
+  run_sync: (source: string, args?: string) => string | undefined;
   warm_up: () => string;
 }
 
@@ -309,11 +310,15 @@ function runPrelude(target: Pyodide, prelude: unknown): void {
   }
 }
 
-async function exec(source: string): Promise<void> {
+async function exec(source: string, args: unknown): Promise<void> {
   let body: string;
   try {
     await booting;
-    body = sandbox!.run_sync(source) ?? await sandbox!.run(source);
+    // A skill run as a nested run gets its arguments as `args` (JSON text, or nothing at all).
+    const done = typeof args === "string"
+      ? sandbox!.run_sync(source, args)
+      : sandbox!.run_sync(source);
+    body = done ?? await sandbox!.run(source);
   } catch (error) {
     body = JSON.stringify({
       ok: false,
@@ -332,7 +337,7 @@ scope.onmessage = (event: MessageEvent) => {
       });
       break;
     case "exec":
-      exec(String(message.source));
+      exec(String(message.source), message.args);
       break;
     case "reply": {
       const resolve = pending.get(message.id as number);

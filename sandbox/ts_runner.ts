@@ -2,7 +2,8 @@
  * The trusted runner inside a TypeScript sandbox child (`deno run` with deny-by-default flags).
  *
  * Protocol (JSON lines):
- * - host → runner on stdin: `{"t":"init","nonce"}`, then `{"t":"exec","base64"}`, then replies.
+ * - host → runner on stdin: `{"t":"init","nonce"}`, then `{"t":"exec","base64","args"?}` (`args`:
+ *   a skill's arguments, when the skill runs here as a nested run), then replies.
  * - runner → host on stdout: `<nonce> {"t":"ready"}`, `<nonce> {"t":"out","s":"stdout"|"stderr","d"}`
  *   and finally `<nonce> {"t":"result",...}`.
  *
@@ -19,7 +20,7 @@
  * JavaScript runs and the process is not torn down while the host answers its client.
  *
  * This file must stay self-contained: it may be copied next to a compiled binary, and the child
- * loads exactly this one module before the code. That is why it is one file of about 480 lines
+ * loads exactly this one module before the code. That is why it is one file of about 560 lines
  * (console, API, frame channel and the run's end) rather than several.
  *
  * @module
@@ -291,6 +292,58 @@ function request(op: string, payload: Record<string, unknown>): Promise<unknown>
   return promise;
 }
 
+/** How the host answers a skill call: the body to run here, or the other language's result. */
+type SkillReply =
+  | { mode: "inline"; ref: string; lineOffset: number; base64: string; args: unknown }
+  | { mode: "result"; value: unknown; stdout?: string; stderr?: string };
+
+/** Names of the `skills` object itself; a skill with one of these names is reached by `call`. */
+const SKILL_METHODS = ["save", "list", "call"];
+
+/**
+ * The `skills` object that code at one nesting depth sees: a skill's body gets the next depth's,
+ * so that the host can bound how deep skills call skills (it counts the levels it runs itself).
+ */
+function skillsAt(depth: number): Record<string, unknown> {
+  const call = async (ref: string, args?: Record<string, unknown>) => {
+    const reply = await request("skill", {
+      action: "call",
+      name: ref,
+      args: args ?? {},
+      depth,
+    }) as SkillReply;
+    if (reply.mode === "inline") {
+      // Named in the URL so that the host can point a stack trace at the skill's own lines.
+      const module = await import(
+        `data:application/typescript;skill=${reply.ref};offset=${reply.lineOffset};base64,${reply.base64}`
+      );
+      return await module.default(reply.args, skillsAt(depth + 1));
+    }
+    // The other language's run printed this; it is the caller's output now.
+    for (const [stream, text] of [["stdout", reply.stdout], ["stderr", reply.stderr]]) {
+      for (let i = 0; text && i < text.length; i += OUT_CHUNK_CHARS) {
+        send({ t: "out", s: stream, d: apply(sliceString, text, [i, i + OUT_CHUNK_CHARS]) });
+      }
+    }
+    return reply.value;
+  };
+  const methods: Record<string, unknown> = {
+    save: (skill: Record<string, unknown>) => request("skill", { action: "save", args: skill }),
+    list: () => request("skill", { action: "list" }),
+    call,
+  };
+  return new Proxy(methods, {
+    get(target, name) {
+      if (typeof name !== "string" || name === "then") return undefined;
+      if (SKILL_METHODS.includes(name)) return target[name];
+      // Skill names are lowercase words joined by hyphens: `skills.page_issues` is "page-issues".
+      return (args?: Record<string, unknown>) => call(name.replaceAll("_", "-"), args);
+    },
+  });
+}
+
+const topSkills = skillsAt(0);
+
 function installApi(): void {
   const callMCPTool = (name: string, args?: Record<string, unknown>) =>
     request("call", { name, args: args ?? {} });
@@ -336,6 +389,7 @@ function installApi(): void {
     await request("progress", { args: { done, total, message } });
   };
   const api: Record<string, unknown> = {
+    skills: topSkills,
     callMCPTool,
     discoverMCPTools,
     searchTools,
@@ -499,7 +553,8 @@ async function main(): Promise<void> {
   const url = "data:application/typescript;base64," + base64;
   try {
     const module = await import(url);
-    const value = await module.default();
+    // A skill in the other language runs here as a nested run: its arguments come with the code.
+    const value = await module.default((exec as { args?: unknown }).args, topSkills);
     if (outcome.state === "running") outcome = { state: "returned", value };
   } catch (error) {
     if (outcome.state === "running") outcome = { state: "threw", error };

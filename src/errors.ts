@@ -46,8 +46,10 @@ export const ERROR_TYPES = {
     change: "Send smaller code; read large data through tools or files",
   },
   LimitError: {
-    meaning: "An argument asks for more than the admin allows (timeoutMs, sampling caps)",
-    change: "Pass a smaller value, or leave the argument out",
+    meaning:
+      "An argument asks for more than the admin allows (timeoutMs, sampling caps); skills nested past 4 levels or 4 runs at once",
+    change:
+      "Pass a smaller value, or leave the argument out; end a skill's recursion; await skills",
   },
   RateLimitError: {
     meaning: "Too many executions per minute, or too many calls to one server per minute",
@@ -141,6 +143,19 @@ export const ERROR_TYPES = {
   ToolValidationError: {
     meaning: "The arguments do not match the tool's input schema",
     change: "Fix the arguments; getToolSchema(name) shows the schema",
+  },
+  SkillNotFound: {
+    meaning: "No saved skill has that name (or that version, for name@N) for this caller",
+    change: "Call skills.list() or search_tools to see the saved skills and their versions",
+  },
+  SkillInvalid: {
+    meaning:
+      "A skill is refused: bad name, description, size, language or input schema, or a stored skill's files are malformed or symlinks",
+    change: "Change what the message names (name: lowercase a-z, digits, single hyphens)",
+  },
+  SkillSaveDisabled: {
+    meaning: 'Saving skills is off (skills.save "off"), or for the admin only ("admin")',
+    change: "Run the program with run_typescript / run_python, or ask the admin",
   },
   ToolResultTooLarge: {
     meaning: "The tool's result is larger than tools.maxResultBytes",

@@ -6,6 +6,7 @@
 import { loadSettings } from "../config/settings.ts";
 import { Executor } from "../exec/executor.ts";
 import { createLogger } from "../log.ts";
+import { SkillStore } from "../skills/store.ts";
 
 /** Options of {@linkcode runFile}. */
 export interface RunFileOptions {
@@ -26,10 +27,12 @@ export async function runFile(file: string, options: RunFileOptions = {}): Promi
   const log = createLogger();
   const code = await Deno.readTextFile(file);
   const { settings } = await loadSettings();
+  // The same skills as the server's, so that a program that calls skills runs here too.
+  const skills = new SkillStore(settings.skills, { log });
   const executor = await Executor.create({
     ...settings,
     sandbox: { ...settings.sandbox, warmPool: 0 },
-  }, { log });
+  }, { log, skills });
   const abort = new AbortController();
   const onSignal = () => abort.abort();
   Deno.addSignalListener("SIGINT", onSignal);

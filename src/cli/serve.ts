@@ -14,6 +14,7 @@ import { type CodeExecutorServer, createServer } from "../server/server.ts";
 import { LineStdioServerTransport } from "../server/stdio_transport.ts";
 import { type Hub, openHub } from "../upstream/hub.ts";
 import { AuditLog } from "../policy/audit.ts";
+import { SkillStore } from "../skills/store.ts";
 
 /** Options of {@linkcode serve}. */
 export interface ServeOptions {
@@ -34,6 +35,8 @@ interface Services {
   hub: Hub;
   executor: Executor;
   audit: AuditLog | undefined;
+  /** Saved skills (served as MCP Agent Skills, found by search_tools). */
+  skills: SkillStore;
   /** Called when the upstream tool lists change. */
   onChange: { handler: () => void };
 }
@@ -86,8 +89,9 @@ async function openServices(options: ServeOptions, log: Logger): Promise<Service
     })
     : undefined;
   if (audit) log.info(`audit log: ${audit.path}`);
-  const executor = await Executor.create(settings, { log, hub, audit });
-  return { settings, log, hub, executor, audit, onChange };
+  const skills = new SkillStore(settings.skills, { log });
+  const executor = await Executor.create(settings, { log, hub, audit, skills });
+  return { settings, log, hub, executor, audit, skills, onChange };
 }
 
 /** Stops the executor, the upstream servers and the logs, then exits. */
@@ -100,7 +104,7 @@ async function shutDown(services: Services): Promise<never> {
 }
 
 function serveOnStdio(services: Services): void {
-  const { settings, log, executor, hub } = services;
+  const { settings, log, executor, hub, skills } = services;
   const live = new Set<CodeExecutorServer>();
   services.onChange.handler = () => live.forEach((s) => s.refresh());
   let stopping: Promise<never> | undefined;
@@ -113,7 +117,7 @@ function serveOnStdio(services: Services): void {
     return stopping;
   };
   const handle = serveStdio(() => {
-    const created = createServer({ executor, hub });
+    const created = createServer({ executor, hub, skills });
     live.add(created);
     created.server.server.onclose = () => live.delete(created);
     return created.server;
@@ -135,7 +139,7 @@ function serveOnStdio(services: Services): void {
 }
 
 async function serveOnHttp(services: Services): Promise<void> {
-  const { settings, log, executor, hub } = services;
+  const { settings, log, executor, hub, skills } = services;
   const ready = () =>
     hub.catalog.summary().every((server) => server.tools !== undefined || server.error);
   // List every server now, so that /readyz turns ready without waiting for a first call.
@@ -143,6 +147,7 @@ async function serveOnHttp(services: Services): Promise<void> {
   const endpoint = await startHttpEndpoint({
     executor,
     hub,
+    skills,
     settings,
     env: Deno.env.toObject(),
     log,

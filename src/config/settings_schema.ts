@@ -280,6 +280,34 @@ const PrivacySchema = z.object({
   maxValuesPerPrincipal: positiveInt.default(10_000),
 }).strict();
 
+const SkillsSchema = z.object({
+  /**
+   * Saving skills from code: `on`; `off` (none); `admin` (only the principals of `admins`, and the
+   * `code-executor skills import` command; on stdio, only that command).
+   */
+  save: z.enum(["on", "off", "admin"]).default("on"),
+  /** The project's skills, relative to the server's working directory. */
+  projectDir: z.string().min(1).default(".code-executor/skills"),
+  /** The user's skills; `~/.config/code-executor/skills` when unset. */
+  userDir: z.string().min(1).optional(),
+  /** HTTP with authentication: the skills every principal sees (the admin's); `userDir` when unset. */
+  sharedDir: z.string().min(1).optional(),
+  /** HTTP with authentication: one directory per principal for its own saves; `~/.code-executor/skills` when unset. */
+  principalsDir: z.string().min(1).optional(),
+  /** Where a new name saved on stdio (or HTTP without authentication) goes. */
+  saveTo: z.enum(["user", "project"]).default("user"),
+  /** HTTP principals whose saves go to `sharedDir` and who may save when `save` is `admin`. */
+  admins: z.array(z.string().min(1)).default([]),
+  /** The largest program, in bytes. */
+  maxCodeBytes: positiveInt.max(4 * 1024 * 1024).default(256 * 1024),
+  /** The largest input schema, in bytes of JSON. */
+  maxSchemaBytes: positiveInt.max(1024 * 1024).default(64 * 1024),
+  /** Versions kept of one name; a save past it is refused until old ones are removed. */
+  maxVersions: positiveInt.max(10_000).default(100),
+  /** Names in one directory; a save of a new name past it is refused. */
+  maxSkills: positiveInt.max(100_000).default(1_000),
+}).strict();
+
 /**
  * The schema of the settings object, with defaults.
  *
@@ -298,6 +326,7 @@ export const SettingsSchema = z.object({
   sampling: SamplingSchema.prefault({}),
   http: HttpSchema.prefault({}),
   privacy: PrivacySchema.prefault({}),
+  skills: SkillsSchema.prefault({}),
   /** Directories under which callers may grant read or write access (`ALLOWED_PROJECTS`). */
   allowedProjects: z.array(z.string().min(1)).default([]),
 }).strict();

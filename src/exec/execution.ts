@@ -53,21 +53,33 @@ export interface RunLimits {
 /**
  * Holds a run while the host waits for a person (an approval): its deadline stops counting and
  * its process is stopped (SIGSTOP), so that the wait neither counts against `timeoutMs` nor
- * gives the code time to work unmetered. Holds nest; the run goes on when the last ends.
+ * gives the code time to work unmetered. Holds nest; the run goes on when the last ends. A run
+ * that calls a skill in the other language has two processes under one hold: the caller's and the
+ * nested run's, so a hold stops every attached target.
  */
 export class RunHold {
   #holds = 0;
-  #target: { stop(): void; go(): void } | undefined;
+  #targets = new Set<{ stop(): void; go(): void }>();
+  #heldMs = 0;
+  #since = 0;
 
   /**
-   * Connects the running execution (called by it).
+   * Connects a running execution (called by it).
    *
    * @param target Stops and restarts its clock and process.
+   * @returns Disconnects it again.
    */
-  attach(target: { stop(): void; go(): void } | undefined): void {
-    if (this.#target && this.#holds > 0) this.#target.go();
-    this.#target = target;
-    if (target && this.#holds > 0) target.stop();
+  attach(target: { stop(): void; go(): void }): () => void {
+    this.#targets.add(target);
+    if (this.#holds > 0) target.stop();
+    return () => {
+      if (this.#targets.delete(target) && this.#holds > 0) target.go();
+    };
+  }
+
+  /** Milliseconds the run has been held so far, the current hold included. */
+  get heldMs(): number {
+    return this.#heldMs + (this.#holds > 0 ? performance.now() - this.#since : 0);
   }
 
   /**
@@ -77,11 +89,17 @@ export class RunHold {
    * @returns What `work` returns.
    */
   async during<T>(work: () => Promise<T>): Promise<T> {
-    if (this.#holds++ === 0) this.#target?.stop();
+    if (this.#holds++ === 0) {
+      this.#since = performance.now();
+      for (const target of this.#targets) target.stop();
+    }
     try {
       return await work();
     } finally {
-      if (--this.#holds === 0) this.#target?.go();
+      if (--this.#holds === 0) {
+        this.#heldMs += performance.now() - this.#since;
+        for (const target of this.#targets) target.go();
+      }
     }
   }
 }
@@ -259,7 +277,7 @@ export class Execution {
     let deadline = performance.now() + options.timeoutMs;
     let timer: ReturnType<typeof setTimeout> | undefined = setTimeout(expire, options.timeoutMs);
     let left: number | undefined;
-    options.hold?.attach({
+    const detach = options.hold?.attach({
       stop: () => {
         if (this.#timedOut || timer === undefined) return;
         clearTimeout(timer);
@@ -293,7 +311,7 @@ export class Execution {
     options.signal?.addEventListener("abort", onAbort);
     if (options.signal?.aborted) onAbort();
     return () => {
-      options.hold?.attach(undefined);
+      detach?.();
       clearTimeout(timer);
       clearTimeout(grace);
       clearInterval(watchdog);

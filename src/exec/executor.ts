@@ -3,10 +3,11 @@
  * connected to its tool bridge and client session, and recorded (run_audit.ts). Everything that
  * decides what code may do lives on this side.
  *
- * About 500 lines, over the ~450 the project aims at: this is the one place where a run's parts
+ * About 560 lines, over the ~450 the project aims at: this is the one place where a run's parts
  * meet (admission, the lease of a child, the client session, the approval gate, the tool bridge,
- * kept outputs, privacy, parked runs, the audit record). Each part lives in a module of its own;
- * what stays here is their wiring, which reads best in one piece.
+ * the skills and their nested runs, kept outputs, privacy, parked runs, the audit record). Each
+ * part lives in a module of its own; what stays here is their wiring, which reads best in one
+ * piece.
  *
  * @module
  */
@@ -44,6 +45,8 @@ import { type KeptOutput, OutputStore, RunOutputs } from "./output_store.ts";
 import { removeStaleDirs, sandboxLocations } from "./runtime_files.ts";
 import type { RunLimits } from "./sandbox_process.ts";
 import { SessionStore } from "./sessions.ts";
+import { runRequests } from "./skill_bridge.ts";
+import type { SkillLanguage, SkillStore } from "../skills/store.ts";
 import { ToolBridge } from "./tool_bridge.ts";
 import { scrubEmitCache, TsChild, type TsChildOptions } from "./ts_sandbox.ts";
 import { wrapTypescript } from "./ts_source.ts";
@@ -57,6 +60,9 @@ import {
 import { CodeExecutorError } from "../errors.ts";
 
 type BaseChildOptions = Omit<TsChildOptions, "net" | "read" | "write">;
+
+/** The default profile: a child's own workspace and nothing else. */
+const NO_GRANTS: GrantedPermissions = { net: [], read: [], write: [], deny: [] };
 
 export { LOCAL_PRINCIPAL } from "./run_options.ts";
 export type { ExecutorOptions, PythonRunOptions, RunOptions } from "./run_options.ts";
@@ -82,6 +88,7 @@ export class Executor {
   #settings: Settings;
   #log: Logger;
   #hub: Hub | undefined;
+  #skills: SkillStore | undefined;
   #audit: AuditLog | undefined;
   #fallback: SamplingBackend | undefined;
   #privacy: HostPrivacy;
@@ -112,6 +119,7 @@ export class Executor {
     this.#privacy = new HostPrivacy(settings.privacy);
     this.#log = options.log;
     this.#hub = options.hub;
+    this.#skills = options.skills;
     this.#audit = options.audit;
     const provider = settings.sampling.provider;
     this.#fallback = provider ? createProviderBackend(provider) : undefined;
@@ -162,6 +170,11 @@ export class Executor {
   /** The settings in force. */
   get settings(): Settings {
     return this.#settings;
+  }
+
+  /** The skills the in-sandbox `skills` API saves, lists and calls; none when not given. */
+  get skills(): SkillStore | undefined {
+    return this.#skills;
   }
 
   /** Calls refused for want of a person, and their one-time approvals (`approve_pending_calls`). */
@@ -256,7 +269,11 @@ export class Executor {
       code,
       options,
       (_granted, deadline) =>
-        this.#leasePy(code, options.session, options.principal ?? LOCAL_PRINCIPAL, deadline),
+        this.#leasePy(code, {
+          session: options.session,
+          principal: options.principal ?? LOCAL_PRINCIPAL,
+          deadline,
+        }),
     );
   }
 
@@ -271,7 +288,9 @@ export class Executor {
     this.#running++;
     let result: ExecutionResult;
     try {
-      result = await this.#guard(() => this.#execute(code, options, lease, executionId, tokenizer));
+      result = await this.#guard(() =>
+        this.#execute(code, options, lease, { executionId, tokenizer, language })
+      );
     } finally {
       if (--this.#running === 0) { for (const resolve of this.#settled.splice(0)) resolve(); }
     }
@@ -316,9 +335,9 @@ export class Executor {
     code: string,
     options: RunOptions,
     lease: (granted: GrantedPermissions, deadline: Deadline) => Promise<Lease>,
-    executionId: string,
-    tokenizer: RunTokenizer | undefined,
+    run: { executionId: string; tokenizer?: RunTokenizer; language: SkillLanguage },
   ): Promise<ExecutionResult> {
+    const { executionId, tokenizer } = run;
     if (this.#closing.signal.aborted) {
       throw new CodeExecutorError("ShuttingDown", "The server is shutting down");
     }
@@ -329,10 +348,12 @@ export class Executor {
       ? AbortSignal.any([options.signal, this.#closing.signal])
       : this.#closing.signal;
     const principal = options.principal ?? LOCAL_PRINCIPAL;
+    const skills = this.#skills;
     const release = await this.#admission.enter(principal, signal);
     const outputs = new RunOutputs(this.#outputs, principal);
     let leased: Lease | undefined;
     const ended = new AbortController();
+    const hold = options.hold ?? new RunHold();
     try {
       const started = performance.now();
       leased = await lease(granted, { timeoutMs, signal });
@@ -351,7 +372,6 @@ export class Executor {
         elicitationTimeoutMs: timeoutMs,
         scrubPersonalData: this.#privacy.scrubSampling,
       });
-      const hold = options.hold ?? new RunHold();
       const gate = this.#approvalPolicy.mode === "off" ? undefined : new ApprovalGate({
         policy: this.#approvalPolicy,
         approver: approverFor(options.client, this.#pending, this.#approvalPolicy.timeoutMs),
@@ -369,6 +389,7 @@ export class Executor {
         client,
         gate,
         tokenizer,
+        skills ? () => skills.list(principal) : undefined,
       );
       const result = await leased.run({
         hold,
@@ -377,8 +398,27 @@ export class Executor {
         maxOutputBytes: this.#settings.limits.maxOutputBytes,
         keep: this.#outputs.maxBytes > 0 ? outputs : undefined,
         signal,
-        // Reading a kept output is the principal's own data, not a tool call: no tool policy.
-        onRequest: (frame) => frame.op === "output" ? outputs.answer(frame) : bridge.handle(frame),
+        onRequest: runRequests({
+          bridge,
+          outputs,
+          hold,
+          signal: runSignal,
+          timeoutMs,
+          remainingMs: () => timeoutMs - (performance.now() - started) + hold.heldMs,
+          maxOutputBytes: this.#settings.limits.maxOutputBytes,
+          store: skills,
+          principal: principal === LOCAL_PRINCIPAL ? undefined : principal,
+          // A Python caller has no grants (its child reaches nothing): its TypeScript skills
+          // get none either.
+          lease: (skill, args, timeoutMs) =>
+            skill.language === "typescript"
+              ? this.#leaseTs(skill.code, run.language === "typescript" ? granted : NO_GRANTS, args)
+              : this.#leasePy(skill.code, {
+                principal,
+                deadline: { timeoutMs, signal: runSignal },
+                args,
+              }),
+        }, { language: run.language, depth: 0 }),
       });
       result.durationMs = Math.round(performance.now() - started);
       result.toolCalls = bridge.records;
@@ -394,12 +434,18 @@ export class Executor {
     }
   }
 
-  async #leaseTs(code: string, granted: GrantedPermissions): Promise<Lease> {
+  async #leaseTs(
+    code: string,
+    granted: GrantedPermissions,
+    args?: Record<string, unknown>,
+  ): Promise<Lease> {
     const pooled = isDefaultProfile(granted) ? this.#pool.take() : undefined;
     const child = pooled ?? await TsChild.spawn({ ...this.#base, ...granted });
     this.#active.add(child);
+    // A skill's body (a nested run) gets its arguments, and the `skills` of its level.
+    const wrapped = args ? wrapTypescript(code, { params: "args, skills" }) : wrapTypescript(code);
     return {
-      run: (limits) => child.run(wrapTypescript(code), limits),
+      run: (limits) => child.run(wrapped, { ...limits, args }),
       done: () =>
         this.#retire(child, async () => {
           // Pooled children do not write to the emit cache (see TsChild.spawn).
@@ -411,10 +457,14 @@ export class Executor {
 
   async #leasePy(
     code: string,
-    session: string | undefined,
-    principal: string,
-    deadline: Deadline,
+    run: {
+      session?: string;
+      principal: string;
+      deadline: Deadline;
+      args?: Record<string, unknown>;
+    },
   ): Promise<Lease> {
+    const { session, principal, deadline, args } = run;
     const python = await pythonWithin(this.#pythonRuntime(), deadline);
     // Wheels that `sync` regenerated reach this run's child without a restart.
     await python.refreshWheels();
@@ -434,7 +484,7 @@ export class Executor {
     const child = pooled ?? await PyChild.spawn(python.base);
     this.#active.add(child);
     return {
-      run: (limits) => child.run(code, { ...limits, graceMs }),
+      run: (limits) => child.run(code, { ...limits, graceMs, args }),
       done: () => this.#retire(child, () => python.pool.fill()),
     };
   }

@@ -88,6 +88,8 @@ export interface PyRunLimits extends RunLimits {
    * for code that does not check for interrupts (C loops); 500 ms by default.
    */
   graceMs?: number;
+  /** A skill's arguments, the global `args` of the code (a skill run as a nested run). */
+  args?: Record<string, unknown>;
 }
 
 /** How the child booted, from its `ready` frame. */
@@ -333,8 +335,9 @@ export class PyChild {
       }
       if (this.#session) this.#process.resume();
       try {
-        return await this.#process.execute({ t: "exec", source: code }, {
-          ...limits,
+        const { args, ...rest } = limits;
+        return await this.#process.execute({ t: "exec", source: code, args }, {
+          ...rest,
           timeoutMs: Math.max(1, limits.timeoutMs - Math.round(performance.now() - started)),
           // The message names the limit the caller set, not what was left of it after the wait.
           reportedTimeoutMs: limits.reportedTimeoutMs ?? limits.timeoutMs,

@@ -10,6 +10,7 @@ import type { AuditLog } from "../policy/audit.ts";
 import type { RequestedPermissions } from "../policy/permissions.ts";
 import type { ClientChannel } from "../sampling/channel.ts";
 import type { RunHold } from "./execution.ts";
+import type { SkillStore } from "../skills/store.ts";
 
 /** The principal of stdio and of HTTP without authentication: the machine's own user. */
 export const LOCAL_PRINCIPAL = "local";
@@ -48,4 +49,9 @@ export interface ExecutorOptions {
   hub?: Hub;
   /** Where executions and tool calls are recorded; nothing is recorded when omitted. */
   audit?: AuditLog;
+  /**
+   * Saved skills: the in-sandbox `skills` API saves, lists and calls them, and `searchTools` finds
+   * them beside the tools; without it the API fails.
+   */
+  skills?: SkillStore;
 }

@@ -12,7 +12,9 @@ import type { RunTokenizer } from "../privacy/tokenizer.ts";
 import type { ClientSession } from "../sampling/session.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { UpstreamMessageTooLarge } from "../upstream/message_lines.ts";
-import { toolSignature } from "../upstream/signatures.ts";
+import { skillSearchName, skillSignature, toolSignature } from "../upstream/signatures.ts";
+import type { SkillRecord } from "../skills/store.ts";
+import { searchToolsAndSkills } from "./tool_search.ts";
 import type { ApprovalGate } from "./approvals.ts";
 import type { ToolCallRecord } from "./result.ts";
 import { CodeExecutorError } from "../errors.ts";
@@ -79,6 +81,7 @@ export class ToolBridge {
   #client: ClientSession | undefined;
   #gate: ApprovalGate | undefined;
   #tokenizer: RunTokenizer | undefined;
+  #skills: (() => Promise<readonly SkillRecord[]>) | undefined;
   #calls = 0;
   #omitted = 0;
   /** The first {@linkcode MAX_TOOL_CALL_RECORDS} calls, in the order they finished. */
@@ -100,6 +103,7 @@ export class ToolBridge {
    * @param gate Asks a person before calls that need approval (`approvals`).
    * @param tokenizer Placeholders for personal data (`privacy.tokenize`): values back in
    * arguments, placeholders in results and in every error the code sees.
+   * @param skills The saved skills the run's principal sees, for `searchTools`.
    */
   constructor(
     hub: Hub | undefined,
@@ -109,7 +113,9 @@ export class ToolBridge {
     client?: ClientSession,
     gate?: ApprovalGate,
     tokenizer?: RunTokenizer,
+    skills?: () => Promise<readonly SkillRecord[]>,
   ) {
+    this.#skills = skills;
     this.#hub = hub;
     this.#policy = policy;
     this.#settings = settings;
@@ -149,6 +155,7 @@ export class ToolBridge {
       }
       return await this.#client.handle(frame.op, frame.args);
     }
+    if (frame.op === "search") return await this.#search(frame);
     if (!this.#hub) {
       throw new CodeExecutorError(
         "ToolCallError",
@@ -177,19 +184,6 @@ export class ToolBridge {
           inputSchema: e.inputSchema,
         }));
       }
-      case "search": {
-        const limit = typeof frame.limit === "number" && frame.limit > 0
-          ? Math.min(frame.limit, 100)
-          : 10;
-        // Refused tools are dropped after ranking, so rank them all and cut afterwards.
-        const found = (await catalog.search(str(frame.query, "The query"), { limit: Infinity }))
-          .filter((e) => !this.#policy.check(e.fullName)).slice(0, limit);
-        return found.map((e) => ({
-          name: e.fullName,
-          description: e.description ?? "",
-          signature: toolSignature(e),
-        }));
-      }
       case "schema": {
         const entry = await catalog.lookup(str(frame.name, "The tool name"));
         return {
@@ -203,6 +197,39 @@ export class ToolBridge {
       default:
         throw new CodeExecutorError("TypeError", `Unknown sandbox request "${String(frame.op)}"`);
     }
+  }
+
+  /** `searchTools`: upstream tools this run may call, and the caller's saved skills. */
+  async #search(frame: Record<string, unknown>): Promise<unknown> {
+    const limit = typeof frame.limit === "number" && frame.limit > 0
+      ? Math.min(frame.limit, 100)
+      : 10;
+    const query = str(frame.query, "The query");
+    if (!this.#hub && !this.#skills) {
+      throw new CodeExecutorError(
+        "ToolCallError",
+        "No MCP servers are available to this execution",
+      );
+    }
+    const found = await searchToolsAndSkills(
+      { catalog: this.#hub?.catalog, policy: this.#policy, skills: this.#skills },
+      query,
+      limit,
+    );
+    return found.map((hit) =>
+      hit.kind === "skill"
+        ? {
+          name: skillSearchName(hit.skill),
+          kind: "skill",
+          description: hit.skill.description,
+          signature: skillSignature(hit.skill),
+        }
+        : {
+          name: hit.entry.fullName,
+          description: hit.entry.description ?? "",
+          signature: toolSignature(hit.entry),
+        }
+    );
   }
 
   async #call(name: string, rawArgs: unknown): Promise<unknown> {

@@ -53,6 +53,9 @@ export async function scrubEmitCache(denoDir: string): Promise<void> {
 }
 
 const DATA_URL_POSITION = /data:application\/typescript;base64,[A-Za-z0-9+/=.]*:(\d+):(\d+)/g;
+/** A skill's body run in the caller's child: the runner names it and its line offset in the URL. */
+const SKILL_URL_POSITION =
+  /data:application\/typescript;skill=([a-z0-9-]+@\d+);offset=(\d+);base64,[A-Za-z0-9+/=.]*:(\d+):(\d+)/g;
 
 /**
  * Rewrites a stack trace or error message from the child so that it names `code.ts` with the
@@ -65,6 +68,11 @@ const DATA_URL_POSITION = /data:application\/typescript;base64,[A-Za-z0-9+/=.]*:
 export function cleanTrace(text: string, lineOffset: number): string {
   const line = (n: string) => Math.max(1, Number(n) - lineOffset);
   return text
+    .replace(
+      SKILL_URL_POSITION,
+      (_m, ref, offset, n, col) =>
+        `skill:${ref}.ts:${Math.max(1, Number(n) - Number(offset))}:${col}`,
+    )
     .replace(DATA_URL_POSITION, (_m, n, col) => `code.ts:${line(n)}:${col}`)
     .replace(/data:application\/typescript;base64,[A-Za-z0-9+/=.]*/g, "code.ts")
     .split("\n")
@@ -172,19 +180,24 @@ export class TsChild {
    * Runs wrapped code once. A child runs at most one execution.
    *
    * @param wrapped Output of `wrapTypescript`.
-   * @param limits Time, output, requests and cancellation.
+   * @param limits Time, output, requests and cancellation; `args`: a skill's arguments, the
+   * first argument of the wrapped function (a skill run as a nested run).
    * @returns The result; limits and crashes are reported in it, never thrown.
    * @throws {Error} When the child has already run code.
    */
-  async run(wrapped: WrappedSource, limits: RunLimits): Promise<ExecutionResult> {
+  async run(
+    wrapped: WrappedSource,
+    limits: RunLimits & { args?: Record<string, unknown> },
+  ): Promise<ExecutionResult> {
     if (this.#used) throw new Error("Cannot run code in a sandbox child twice: it is single-use");
     this.#used = true;
     // A pooled child is ready; a child spawned for this run gets the code right behind `init`,
     // so that it runs it as soon as it has started instead of after a round trip. (A child that
     // dies first is reported by execute(), which reads the frames after `ready`.)
     const base64 = Buffer.from(wrapped.source, "utf8").toString("base64");
-    return await this.#process.execute({ t: "exec", base64 }, {
-      ...limits,
+    const { args, ...rest } = limits;
+    return await this.#process.execute({ t: "exec", base64, args }, {
+      ...rest,
       printHint: "console.log",
       stderrMark: true,
       cleanError: (error) => cleanError(error, wrapped.lineOffset),

@@ -227,12 +227,20 @@ export interface WrappedSource {
   lineOffset: number;
 }
 
+/** Options of {@linkcode wrapTypescript}. */
+export interface WrapOptions {
+  /** The default export's parameters, as source text (`args, skills` for a skill's body). */
+  params?: string;
+}
+
 /**
  * Wraps user TypeScript as `export default async function` with its imports hoisted above it.
  * Hoisted imports are blanked where they stood, so every other line keeps its column and is
  * shifted by exactly `lineOffset`.
  *
  * @param code The model's TypeScript.
+ * @param options `params`: the default export's parameter list (a skill's body gets
+ * `args, skills`); none by default.
  * @returns The module source and its line offset.
  * @example
  * ```ts
@@ -241,7 +249,7 @@ export interface WrappedSource {
  * // lineOffset: 2
  * ```
  */
-export function wrapTypescript(code: string): WrappedSource {
+export function wrapTypescript(code: string, options: WrapOptions = {}): WrappedSource {
   const { imports, exports } = scanTopLevel(code);
   const cuts = [
     ...imports.map((range) => ({ range, hoist: true })),
@@ -257,7 +265,7 @@ export function wrapTypescript(code: string): WrappedSource {
     last = end;
   }
   body += code.slice(last);
-  header += "export default async function () {\n";
+  header += `export default async function (${options.params ?? ""}) {\n`;
   const lineOffset = header.split("\n").length - 1;
   return { source: `${header}${body}\n}\n`, lineOffset };
 }

@@ -18,9 +18,12 @@ import {
 } from "../exec/executor.ts";
 import { type ExecutionResult, renderResult } from "../exec/result.ts";
 import { ToolPolicy } from "../policy/tool_policy.ts";
+import type { SkillStore } from "../skills/store.ts";
 import type { Hub } from "../upstream/hub.ts";
-import { toolSignature } from "../upstream/signatures.ts";
+import { skillSearchName, skillSignature, toolSignature } from "../upstream/signatures.ts";
+import { type SearchSources, searchToolsAndSkills } from "../exec/tool_search.ts";
 import { SERVER_VERSION } from "../version.ts";
+import { attachAgentSkills } from "./agent_skills.ts";
 import { offerApproveTool } from "./approve_tool.ts";
 import { clientChannel } from "./client_channel.ts";
 import { outputLinks, registerOutputResources } from "./kept_outputs.ts";
@@ -194,6 +197,8 @@ export interface ServerDeps {
   hub?: Hub;
   /** Built for one 2026-era HTTP request (no initialize, no client capabilities). */
   perRequest?: boolean;
+  /** Saved skills, served as MCP Agent Skills and found by `search_tools`. */
+  skills?: SkillStore;
 }
 
 /** A created server and a hook to call when the upstream tool lists change. */
@@ -248,25 +253,53 @@ function toToolResult(result: ExecutionResult) {
   };
 }
 
-async function searchToolsText(
-  hub: Hub | undefined,
-  policy: ToolPolicy,
+/**
+ * The text `search_tools` returns: upstream tools and the caller's saved skills, ranked together.
+ *
+ * @param sources The hub (its catalog), the admin's policy and the caller's skills.
+ * @param query Words to look for.
+ * @param limit How many results.
+ * @param detail Names, signatures or schemas.
+ * @returns The text.
+ */
+export async function searchToolsText(
+  sources: SearchSources & { hub?: Hub },
   query: string,
   limit: number,
   detail: "names" | "signatures" | "schemas",
 ): Promise<string> {
-  if (!hub || hub.pool.names.length === 0) return "No MCP servers are configured.";
-  // Tools the admin refuses are left out: every run would refuse them. They are dropped after
-  // ranking, so ask for all of them and cut afterwards.
-  const found = (await hub.catalog.search(query, { limit: Number.MAX_SAFE_INTEGER }))
-    .filter((entry) => policy.check(entry.fullName) === undefined)
-    .slice(0, limit);
-  const unavailable = hub.catalog.summary().filter((s) => s.error)
-    .map((s) => `// ${s.error}`);
+  const { hub } = sources;
+  const noServers = !hub || hub.pool.names.length === 0;
+  if (noServers && !sources.skills) return "No MCP servers are configured.";
+  const found = await searchToolsAndSkills(
+    { ...sources, catalog: noServers ? undefined : hub.catalog },
+    query,
+    limit,
+  );
+  const unavailable = noServers
+    ? []
+    : hub.catalog.summary().filter((s) => s.error).map((s) => `// ${s.error}`);
   if (found.length === 0) {
-    return [`No tools match "${query}".`, ...unavailable].join("\n");
+    const none = noServers
+      ? `No tools or skills match "${query}" (no MCP servers are configured).`
+      : `No tools or skills match "${query}".`;
+    return [none, ...unavailable].join("\n");
   }
-  const body = found.map((entry) => {
+  const body = found.map((hit) => {
+    if (hit.kind === "skill") {
+      const skill = hit.skill;
+      if (detail === "names") return skillSearchName(skill);
+      if (detail === "schemas") {
+        return JSON.stringify({
+          name: skillSearchName(skill),
+          kind: "skill",
+          description: skill.description,
+          inputSchema: skill.inputSchema,
+        });
+      }
+      return skillSignature(skill);
+    }
+    const entry = hit.entry;
     if (detail === "names") return entry.fullName;
     if (detail === "schemas") {
       return JSON.stringify({
@@ -301,6 +334,7 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
     deps.executor.outputs,
     (idOrUri, principal) => deps.executor.readOutputForClient(idOrUri, principal),
   );
+  if (deps.skills) attachAgentSkills(server, deps.skills);
   const adminPolicy = new ToolPolicy(deps.executor.settings.tools);
   const sampling = deps.executor.settings.sampling.enabled;
   const llm = sampling ? LLM_DESCRIPTION : "";
@@ -356,13 +390,18 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
   server.registerTool("search_tools", {
     title: "Search MCP tools",
     description:
-      "Find tools of the configured MCP servers by keyword; returns TypeScript signatures to use in run_typescript.",
+      "Find tools of the configured MCP servers, and saved skills, by keyword; returns TypeScript signatures to use in run_typescript.",
     inputSchema: SearchToolsInput,
     annotations: { readOnlyHint: true, openWorldHint: false },
-  }, async (args) => {
+  }, async (args, ctx) => {
+    const principal = ctx.http?.authInfo?.clientId ?? LOCAL_PRINCIPAL;
+    const skills = deps.skills;
     const text = await searchToolsText(
-      deps.hub,
-      adminPolicy,
+      {
+        hub: deps.hub,
+        policy: adminPolicy,
+        skills: skills ? () => skills.list(principal) : undefined,
+      },
       args.query,
       args.limit ?? 10,
       args.detail ?? "signatures",

@@ -46,7 +46,8 @@ export type Validate = (args: unknown) => string | undefined;
 /** 2: entries carry `annotations` (a cache without them would hide destructive tools). */
 const CACHE_VERSION = 2;
 
-type AjvLike = {
+/** An Ajv instance, as far as this module uses it. */
+export type AjvLike = {
   compile(schema: unknown): ((data: unknown) => boolean) & {
     errors?:
       | Array<{ instancePath: string; message?: string; params: Record<string, unknown> }>
@@ -54,7 +55,14 @@ type AjvLike = {
   };
 };
 
-function makeAjv(draft2020: boolean): AjvLike {
+/**
+ * Makes the Ajv instance that checks arguments (all errors, formats, not strict about unknown
+ * keywords): draft 2020-12 or draft-07.
+ *
+ * @param draft2020 Whether the schemas it compiles declare draft 2020-12.
+ * @returns The instance.
+ */
+export function makeAjv(draft2020: boolean): AjvLike {
   const options = { allErrors: true, strict: false, validateFormats: true };
   // The packages are CommonJS; their default export is the class.
   const ajv = draft2020
@@ -64,9 +72,18 @@ function makeAjv(draft2020: boolean): AjvLike {
   return ajv;
 }
 
-function describeValidationErrors(
+/**
+ * Phrases Ajv's errors for the code that made the call: each names the argument to change.
+ *
+ * @param fullName What was called (a tool's full name, or a skill).
+ * @param errors Ajv's errors.
+ * @param hint Where the schema can be read; `see getToolSchema("<fullName>")` by default.
+ * @returns The message.
+ */
+export function describeValidationErrors(
   fullName: string,
   errors: Array<{ instancePath: string; message?: string; params: Record<string, unknown> }>,
+  hint = `see getToolSchema("${fullName}")`,
 ): string {
   const parts = errors.slice(0, 5).map((error) => {
     const where = error.instancePath
@@ -87,13 +104,64 @@ function describeValidationErrors(
     return `${where} ${error.message ?? "is invalid"}`;
   });
   const more = errors.length > 5 ? ` (and ${errors.length - 5} more)` : "";
-  return `Invalid arguments for ${fullName}: ${
-    parts.join("; ")
-  }${more}; see getToolSchema("${fullName}")`;
+  return `Invalid arguments for ${fullName}: ${parts.join("; ")}${more}; ${hint}`;
 }
 
 function normalise(name: string): string {
   return name.toLowerCase().replace(/[^a-z0-9]/g, "");
+}
+
+/**
+ * Splits a search query into lower-case terms (on white space and commas).
+ *
+ * @param query The query.
+ * @returns The terms; none for an empty query.
+ */
+export function searchTerms(query: string): string[] {
+  return query.toLowerCase().split(/[\s,]+/).filter(Boolean);
+}
+
+/** What a search ranks: a tool of the catalog, or anything named and described like one. */
+export interface Searchable {
+  /** The name code calls it by (`mcp__<server>__<tool>`, `skill:<name>@<version>`). */
+  fullName: string;
+  /** Its own name. */
+  name: string;
+  /** Its server (`skills` for a saved skill). */
+  server: string;
+  /** What it does. */
+  description?: string;
+}
+
+/**
+ * Scores how well an item matches search terms: an exact name counts most, then a name that
+ * contains a term, the server's name, a word of the description, and a bonus when every term
+ * matched. `search_tools` ranks upstream tools and saved skills together with it.
+ *
+ * @param terms The query's terms ({@linkcode searchTerms}).
+ * @param item The tool or skill.
+ * @returns 0 when nothing matches.
+ */
+export function matchScore(terms: string[], item: Searchable): number {
+  const name = item.name.toLowerCase();
+  const normalisedName = normalise(item.name);
+  const server = item.server.toLowerCase();
+  const description = (item.description ?? "").toLowerCase();
+  let score = 0;
+  let matched = 0;
+  for (const term of terms) {
+    let s = 0;
+    if (item.fullName.toLowerCase() === term || name === term) s += 20;
+    else if (name.includes(term) || normalisedName.includes(normalise(term))) s += 8;
+    if (server.includes(term)) s += 4;
+    if (new RegExp(`\\b${term.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`).test(description)) {
+      s += 3;
+    } else if (description.includes(term)) s += 1;
+    if (s > 0) matched++;
+    score += s;
+  }
+  if (score > 0 && matched === terms.length) score += 5 * terms.length;
+  return score;
 }
 
 /**
@@ -347,7 +415,7 @@ export class ToolCatalog {
     options: { limit?: number; server?: string } = {},
   ): Promise<CatalogEntry[]> {
     await this.ensure(options.server ? [options.server] : undefined);
-    const terms = query.toLowerCase().split(/[\s,]+/).filter(Boolean);
+    const terms = searchTerms(query);
     const scored: Array<[number, CatalogEntry]> = [];
     for (const entry of this.entries()) {
       if (options.server && entry.server !== options.server) continue;
@@ -355,26 +423,8 @@ export class ToolCatalog {
         scored.push([0, entry]);
         continue;
       }
-      const name = entry.name.toLowerCase();
-      const normalisedName = normalise(entry.name);
-      const server = entry.server.toLowerCase();
-      const description = (entry.description ?? "").toLowerCase();
-      let score = 0;
-      let matched = 0;
-      for (const term of terms) {
-        let s = 0;
-        if (entry.fullName.toLowerCase() === term || name === term) s += 20;
-        else if (name.includes(term) || normalisedName.includes(normalise(term))) s += 8;
-        if (server.includes(term)) s += 4;
-        if (new RegExp(`\\b${term.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`).test(description)) {
-          s += 3;
-        } else if (description.includes(term)) s += 1;
-        if (s > 0) matched++;
-        score += s;
-      }
-      if (score === 0) continue;
-      if (matched === terms.length) score += 5 * terms.length;
-      scored.push([score, entry]);
+      const score = matchScore(terms, entry);
+      if (score > 0) scored.push([score, entry]);
     }
     scored.sort((a, b) => b[0] - a[0] || (a[1].fullName < b[1].fullName ? -1 : 1));
     return scored.slice(0, options.limit ?? 10).map(([, entry]) => entry);

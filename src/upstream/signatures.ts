@@ -142,3 +142,52 @@ export function argsAreOptional(schema: unknown): boolean {
   return !(Array.isArray(schema.required) &&
     schema.required.some((name) => typeof name === "string"));
 }
+
+/** A saved skill, as far as its signature needs (structurally a `SkillRecord`). */
+export interface SkillInfo {
+  /** Its name: lowercase words joined by hyphens. */
+  name: string;
+  /** Its version. */
+  version: number;
+  /** What it does. */
+  description: string;
+  /** JSON Schema of its arguments. */
+  inputSchema: Record<string, unknown>;
+}
+
+/**
+ * Returns the name search results give a skill: `skill:<name>@<version>`.
+ *
+ * @param skill The skill.
+ * @returns The name.
+ */
+export function skillSearchName(skill: Pick<SkillInfo, "name" | "version">): string {
+  return `skill:${skill.name}@${skill.version}`;
+}
+
+/**
+ * Renders a saved skill as a call on the in-sandbox `skills` object (`skills.page_issues` for
+ * `page-issues`; Python takes the same name with `**args`), with its search name in a comment.
+ *
+ * @param skill The skill.
+ * @param options Whether to render descriptions (default true) and the depth limit.
+ * @returns One signature, on one or more lines.
+ *
+ * @example
+ * ```ts
+ * skillSignature({ name: "add-numbers", version: 2, description: "Adds", inputSchema: { type: "object" } });
+ * // /** Adds *\/
+ * // skills.add_numbers(args?: { [key: string]: unknown }): Promise<unknown>  // skill:add-numbers@2
+ * ```
+ */
+export function skillSignature(skill: SkillInfo, options: ToolSignatureOptions = {}): string {
+  const withDoc = options.withDoc ?? true;
+  const args = schemaToType(skill.inputSchema, { withDoc, maxDepth: options.maxDepth });
+  const optional = argsAreOptional(skill.inputSchema) ? "?" : "";
+  const property = String(skill.name).replaceAll("-", "_");
+  const signature = `skills.${property}(args${optional}: ${args}): Promise<unknown>  // ${
+    lineCommentText(skillSearchName(skill))
+  }`;
+  const doc = withDoc ? oneLineDoc(String(skill.description)) : "";
+  return doc === "" ? signature : `/** ${doc} */\n${signature}`;
+}
