@@ -435,6 +435,17 @@ function guardWorker(): void {
 }
 
 /**
+ * Takes `localStorage` and `caches` away, as where a browser has no storage (`typeof localStorage`
+ * is "undefined"): Deno keeps both on disk under the child's `DENO_DIR`, one store for every child
+ * (they all run this file), so a run could leave data for the next run, of another principal too.
+ * The host also makes that directory refuse them (`sealChildDenoDir`). `sessionStorage` lives in
+ * the child's memory and stays.
+ */
+function removeWebStorage(): void {
+  for (const name of ["localStorage", "caches"]) Reflect.deleteProperty(globalThis, name);
+}
+
+/**
  * Sleeps until the host kills the child, or closes stdin (the host died): exiting right after the
  * result would tear the process down on the CPUs that the host needs for its response (~2 ms of
  * a warm call on 2 vCPUs). The main thread stays blocked, so none of the code's callbacks run.
@@ -485,6 +496,7 @@ async function main(): Promise<void> {
   installConsole();
   installApi();
   guardWorker();
+  removeWebStorage();
   send({ t: "ready" });
 
   const exec = await readFrame();

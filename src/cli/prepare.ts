@@ -13,7 +13,7 @@ import { createLogger, type Logger } from "../log.ts";
 import { PyChild } from "../exec/py_sandbox.ts";
 import { type PythonRuntime, startPythonRuntime } from "../exec/py_runtime.ts";
 import { type SandboxLocations, sandboxLocations } from "../exec/runtime_files.ts";
-import { scrubEmitCache, TsChild } from "../exec/ts_sandbox.ts";
+import { sealChildDenoDir, TsChild } from "../exec/ts_sandbox.ts";
 import { wrapTypescript } from "../exec/ts_source.ts";
 
 /** Options of {@linkcode prepare}. */
@@ -152,7 +152,7 @@ async function prepareTypescript(
     }
   } finally {
     await child.dispose();
-    await scrubEmitCache(where.denoDir);
+    await sealChildDenoDir(where.denoDir);
   }
   return `the runner is compiled into ${where.denoDir}; a run took ${
     Math.round(performance.now() - started)

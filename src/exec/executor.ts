@@ -48,7 +48,7 @@ import { SessionStore } from "./sessions.ts";
 import { runRequests } from "./skill_bridge.ts";
 import type { SkillLanguage, SkillStore } from "../skills/store.ts";
 import { ToolBridge } from "./tool_bridge.ts";
-import { scrubEmitCache, TsChild, type TsChildOptions } from "./ts_sandbox.ts";
+import { sealChildDenoDir, TsChild, type TsChildOptions } from "./ts_sandbox.ts";
 import { wrapTypescript } from "./ts_source.ts";
 import { WarmPool } from "./warm_pool.ts";
 import {
@@ -150,7 +150,7 @@ export class Executor {
   static async create(settings: Settings, options: ExecutorOptions): Promise<Executor> {
     const { denoPath, denoDir, runnerPath, tempRoot, cacheDir } = await sandboxLocations(settings);
     await removeStaleDirs(tempRoot, options.log);
-    await scrubEmitCache(denoDir);
+    await sealChildDenoDir(denoDir);
     const base: BaseChildOptions = {
       denoPath,
       denoDir,
@@ -449,7 +449,7 @@ export class Executor {
       done: () =>
         this.#retire(child, async () => {
           // Pooled children do not write to the emit cache (see TsChild.spawn).
-          if (!pooled) await scrubEmitCache(this.#base.denoDir);
+          if (!pooled) await sealChildDenoDir(this.#base.denoDir);
           this.#pool.fill();
         }),
     };
