@@ -122,9 +122,10 @@ async function readFrame(): Promise<Record<string, unknown> | null> {
 }
 
 /**
- * Reads the next frame with the main thread blocked in the read: for the `exec` frame, which an
- * idle child waits for with nothing else to do. The blocking read wakes as soon as the bytes
- * arrive; an awaited read goes through Deno's I/O threads and the event loop first (~0.5 ms).
+ * Reads the next frame with the main thread blocked in the read: for `init` and `exec`, which
+ * the child waits for with nothing else to do. The blocking read wakes as soon as the bytes
+ * arrive; an awaited read goes through Deno's I/O threads and the event loop first (~0.5 ms, and
+ * more for the first one, which starts a thread).
  */
 function readFrameSync(): Record<string, unknown> | null {
   while (true) {
@@ -446,7 +447,7 @@ type Outcome =
   | { state: "threw"; error: unknown };
 
 async function main(): Promise<void> {
-  const init = await readFrame();
+  const init = readFrameSync();
   if (!init || init.t !== "init" || typeof init.nonce !== "string") realExit(70);
   nonce = (init as { nonce: string }).nonce;
   // The first TypeScript import pays for setting up the module loader, and the first module of
