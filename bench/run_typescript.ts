@@ -14,11 +14,14 @@
  *   `data:` URL per call), driven by the same kind of client and interleaved call by call with
  *   the warm and the cold scenario, so that both see the same machine load: the ratio
  *   ours / naive is the number to compare across machines;
- * - MCP round trip: a `run_typescript` call that the server refuses before any sandbox work;
+ * - MCP round trip: a `run_typescript` call that the server refuses before any sandbox work,
+ *   measured in a block before the warm calls and again interleaved with them (one refused call,
+ *   a pause, then the warm call), so that the ratio warm / floor of issue #17 sees the same load;
  * - warm: warm pool on (`CODE_EXECUTOR_WARM_POOL=2`), sequential calls with a pause before each
  *   call so that the background refill has finished and every call takes a pre-started child;
  * - cold: warm pool off (`CODE_EXECUTOR_WARM_POOL=0`), sequential calls, each spawns a child
- *   (`--cold-pause-ms` apart, so that one call's clean-up does not overlap the next call);
+ *   (`--cold-pause-ms` apart, so that one call's clean-up does not overlap the next call), each
+ *   preceded by a bare `deno run` of the baseline's script for the ratio cold / bare of issue #17;
  * - concurrent: 8 parallel `callTool` loops on one client, warm pool on (the server runs
  *   `limits.maxConcurrent` at once and queues the rest, so latency includes queueing);
  * - host RSS (VmRSS of the server process) once idle after start-up, and after the calls.
@@ -27,6 +30,7 @@
  *
  * @module
  */
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
   type CallTiming,
@@ -67,6 +71,8 @@ interface ScenarioResult {
   latency: Stats;
   /** The naive spawn-per-call server, its calls interleaved with these (sequential scenarios). */
   naive?: Stats;
+  /** What was timed just before each of our calls: the MCP floor (warm), a bare `deno run` (cold). */
+  beside?: Stats;
   /** The server's own `durationMs` (pool take or spawn → result), excluding MCP and disposal. */
   serverDuration: Stats;
   throughputPerSec?: number;
@@ -89,6 +95,8 @@ interface Report {
   baseline: Stats;
   /** A refused `run_typescript` call: the MCP round trip without any sandbox work. */
   mcpRoundTrip: Stats;
+  /** Issue #17's ratios, each against its baseline measured call by call beside our calls. */
+  floorRatios: { warmOverFloor: number; coldOverBare: number };
   warm: ScenarioResult;
   cold: ScenarioResult;
   concurrent: ScenarioResult;
@@ -164,6 +172,29 @@ async function startServer(warmPool: number | "naive"): Promise<BenchServer> {
   };
 }
 
+/** A bare `deno run` of the same script as `timeDenoRun`'s, one per call, to interleave. */
+async function bareDenoRun(): Promise<{ run(): Promise<number>; close(): Promise<void> }> {
+  const dir = await Deno.makeTempDir({ prefix: "ce-bench-bare-" });
+  const script = join(dir, "tiny.ts");
+  await Deno.writeTextFile(script, "const one: number = 1;\nif (one !== 1) Deno.exit(1);\n");
+  const command = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--no-config", "-q", script],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  });
+  return {
+    async run() {
+      const started = performance.now();
+      const output = await command.output();
+      const elapsed = performance.now() - started;
+      if (!output.success) throw new Error(`The bare deno run failed with code ${output.code}`);
+      return elapsed;
+    },
+    close: () => Deno.remove(dir, { recursive: true }).catch(() => {}),
+  };
+}
+
 async function childrenRssMb(pid: number): Promise<number> {
   let total = 0;
   for (const child of await childPids(pid)) total += await residentMb(child).catch(() => 0);
@@ -188,6 +219,7 @@ async function runSequential(
   options: { iterations: number; warmup: number; pauseMs: number },
   naive?: BenchServer,
   onRoundTrip?: (roundTrip: Stats) => void,
+  beside?: (server: BenchServer) => Promise<number>,
 ): Promise<ScenarioResult> {
   const server = await startServer(warmPool);
   try {
@@ -197,7 +229,13 @@ async function runSequential(
       await sleep(options.pauseMs);
     }
     const naiveLatencies: number[] = [];
+    const besideLatencies: number[] = [];
     const calls = await repeat(options, async (measured) => {
+      if (beside) {
+        if (options.pauseMs > 0) await sleep(options.pauseMs);
+        const ms = await beside(server);
+        if (measured) besideLatencies.push(ms);
+      }
       if (options.pauseMs > 0) await sleep(options.pauseMs);
       const timing = await server.call();
       if (naive) {
@@ -213,6 +251,7 @@ async function runSequential(
     return {
       latency: stats(latencies),
       ...(naive ? { naive: stats(naiveLatencies) } : {}),
+      ...(beside ? { beside: stats(besideLatencies) } : {}),
       serverDuration: stats(serverTimes),
       idleRssMb: round(idle.host),
       idleChildrenRssMb: round(idle.children),
@@ -265,7 +304,9 @@ function renderMarkdown(report: Report): string {
     `${report.options.warmup} warm-up calls; warm scenario pauses ${report.options.pauseMs} ms ` +
     "before each call so the pool has refilled, cold " +
     `${report.options.coldPauseMs} ms. Each call of ours is followed, after the same pause, by ` +
-    "a call to the naive spawn-per-call server (`bench/_naive_server.ts`): compare ours / naive.",
+    "a call to the naive spawn-per-call server (`bench/_naive_server.ts`): compare ours / naive. " +
+    "Each warm call is preceded, after the same pause, by a refused call (the MCP floor), each " +
+    "cold call by a bare `deno run` of the baseline's script: issue #17's ratios.",
     "",
     row([
       "scenario",
@@ -284,6 +325,8 @@ function renderMarkdown(report: Report): string {
       ["naive server, interleaved with warm", warm.naive!],
       ["naive server, interleaved with cold", cold.naive!],
       ["MCP round trip only (refused call, no sandbox)", mcpRoundTrip],
+      ["MCP round trip, interleaved with warm", warm.beside!],
+      ["bare `deno run`, interleaved with cold", cold.beside!],
     ] as const).map(([name, s]) =>
       row([
         name,
@@ -341,6 +384,20 @@ function renderMarkdown(report: Report): string {
       `${targets.idleRss.actualMb} MB`,
       status(targets.idleRss.met),
     ]),
+    ...([
+      ["warm median / MCP floor after the same pause (issue #17)", warm, warm.beside!, 3],
+      ["warm median / MCP floor back to back (issue #17)", warm, mcpRoundTrip, 3],
+      ["cold median / bare `deno run`, interleaved (issue #17)", cold, cold.beside!, 1.3],
+      ["cold median / bare `deno run`, earlier block (issue #17)", cold, baseline, 1.3],
+    ] as const).map(([name, ours, base, goal]) => {
+      const r = ratio(ours.latency.medianMs, base.medianMs);
+      return row([
+        name,
+        `≤ ${goal}×`,
+        `${r.toFixed(2)}× (${ours.latency.medianMs} / ${base.medianMs} ms)`,
+        status(r <= goal),
+      ]);
+    }),
     "",
   ];
   return lines.join("\n");
@@ -372,12 +429,29 @@ async function main(args: string[]): Promise<void> {
     log(
       `warm pool on: ${options.iterations} sequential calls, ${options.pauseMs} ms apart, each followed by a naive call`,
     );
-    warm = await runSequential(2, options, naive, (roundTrip) => mcpRoundTrip = roundTrip);
+    warm = await runSequential(
+      2,
+      options,
+      naive,
+      (roundTrip) => mcpRoundTrip = roundTrip,
+      (server) => server.callRefused(),
+    );
     if (!mcpRoundTrip) throw new Error("The MCP round trip was not measured");
     log(
-      `warm pool off: ${options.iterations} sequential calls, ${options.coldPauseMs} ms apart, each followed by a naive call`,
+      `warm pool off: ${options.iterations} sequential calls, ${options.coldPauseMs} ms apart, each preceded by a bare deno run and followed by a naive call`,
     );
-    cold = await runSequential(0, { ...options, pauseMs: options.coldPauseMs }, naive);
+    const bare = await bareDenoRun();
+    try {
+      cold = await runSequential(
+        0,
+        { ...options, pauseMs: options.coldPauseMs },
+        naive,
+        undefined,
+        () => bare.run(),
+      );
+    } finally {
+      await bare.close();
+    }
   } finally {
     await naive.close();
   }
@@ -391,6 +465,10 @@ async function main(args: string[]): Promise<void> {
     options,
     baseline,
     mcpRoundTrip,
+    floorRatios: {
+      warmOverFloor: ratio(warm.latency.medianMs, warm.beside!.medianMs),
+      coldOverBare: ratio(cold.latency.medianMs, cold.beside!.medianMs),
+    },
     warm,
     cold,
     concurrent,

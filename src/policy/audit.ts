@@ -20,10 +20,15 @@ export interface AuditLogOptions {
   log: Logger;
 }
 
+/** How long a record waits before it is written, with those made meanwhile. */
+const WRITE_DELAY_MS = 10;
+
 /** An append-only JSONL audit log. */
 export class AuditLog {
   #options: AuditLogOptions;
   #queue: Promise<void> = Promise.resolve();
+  /** Records not yet written; the first is being written when a write is under way. */
+  #lines: string[] = [];
   #failed = false;
   #madePrivate = false;
   #encoder = new TextEncoder();
@@ -48,16 +53,25 @@ export class AuditLog {
    * @param record The fields to record.
    */
   record(record: Record<string, unknown>): void {
-    const line = JSON.stringify(redact({ ts: new Date().toISOString(), ...record })) + "\n";
-    this.#queue = this.#queue.then(() => this.#append(line)).catch((error) => {
-      if (this.#failed) return;
-      this.#failed = true;
-      this.#options.log.warn(
-        `Cannot write the audit log ${this.#options.path} (executions continue unrecorded): ${
-          (error as Error).message
-        }`,
-      );
-    });
+    this.#lines.push(JSON.stringify(redact({ ts: new Date().toISOString(), ...record })) + "\n");
+    // Written a moment later, in order: a run's records are made just before its response, and
+    // the file operations would otherwise compete with it.
+    if (this.#lines.length > 1) return;
+    this.#queue = this.#queue
+      .then(() => new Promise((resolve) => setTimeout(resolve, WRITE_DELAY_MS)))
+      .then(async () => {
+        for (let line; (line = this.#lines[0]) !== undefined; this.#lines.shift()) {
+          await this.#append(line).catch((error) => this.#failedOnce(error));
+        }
+      });
+  }
+
+  #failedOnce(error: Error): void {
+    if (this.#failed) return;
+    this.#failed = true;
+    this.#options.log.warn(
+      `Cannot write the audit log ${this.#options.path} (executions continue unrecorded): ${error.message}`,
+    );
   }
 
   /** Waits until every record so far is written. */
