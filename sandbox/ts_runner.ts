@@ -329,6 +329,10 @@ type SkillReply =
 
 /** Names of the `skills` object itself; a skill with one of these names is reached by `call`. */
 const SKILL_METHODS = ["save", "list", "call"];
+/** A skill's name as code may write it: lowercase words joined by hyphens or underscores. */
+const SKILL_NAME = /^[a-z0-9]+(?:[-_][a-z0-9]+)*$/;
+/** Lowercase names that runtimes look up on any object (reserved as skill names too). */
+const NOT_SKILLS = ["then", "constructor", "prototype"];
 
 /**
  * The `skills` object that code at one nesting depth sees: a skill's body gets the next depth's,
@@ -364,8 +368,11 @@ function skillsAt(depth: number): Record<string, unknown> {
   };
   return new Proxy(methods, {
     get(target, name) {
-      if (typeof name !== "string" || name === "then") return undefined;
+      if (typeof name !== "string") return undefined;
       if (SKILL_METHODS.includes(name)) return target[name];
+      // Only what can name a skill is one: `toJSON`, `then`, `constructor` and the like, which
+      // JSON.stringify(), await and inspection look up, are not there (as on a plain object).
+      if (!SKILL_NAME.test(name) || NOT_SKILLS.includes(name)) return undefined;
       // Skill names are lowercase words joined by hyphens: `skills.page_issues` is "page-issues".
       return (args?: Record<string, unknown>) => call(name.replaceAll("_", "-"), args);
     },

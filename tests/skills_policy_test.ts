@@ -185,6 +185,34 @@ Deno.test("skills: skills.save is refused with SkillSaveDisabled when skills.sav
   });
 });
 
+Deno.test("skills: JSON.stringify, await and inspection of `skills` call no skill", async () => {
+  await withTempDir("ce-skills-plain-", async (dir) => {
+    const server = await startServer({ settings: { skills: skillsSettings(dir) } });
+    try {
+      // Each of these once sent a call for a skill named "toJSON" (or "then", "constructor"),
+      // which failed the run with an unhandled rejection.
+      const result = await server.runTs(`
+        const text = JSON.stringify({ skills });
+        const awaited = await Promise.resolve(skills);
+        console.log(skills);
+        return [text, awaited === skills, typeof skills.toJSON, typeof skills.then,
+          typeof skills.constructor, typeof skills.page_issues, typeof skills["page-issues"]];`);
+      assertEquals(result.ok, true, JSON.stringify(result));
+      assertEquals(result.returnValue, [
+        '{"skills":{}}',
+        true,
+        "undefined",
+        "undefined",
+        "undefined",
+        "function",
+        "function",
+      ]);
+    } finally {
+      await closeAndCheck(server);
+    }
+  });
+});
+
 Deno.test("skills: recursion stops at the nesting bound, and a nested run's timeout ends its caller and its child", async (t) => {
   await withTempDir("ce-skills-nest-", async (dir) => {
     const server = await startServer({
