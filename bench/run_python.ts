@@ -259,6 +259,8 @@ async function startServer(options: ServerOptions): Promise<BenchServer> {
     PYTHON_ENABLED: String(options.pythonPool !== null),
     CODE_EXECUTOR_PYTHON_WARM_POOL: String(options.pythonPool ?? 0),
   };
+  // The product's default: the pool grows under a burst (tests keep it at its size).
+  delete env.CODE_EXECUTOR_PYTHON_WARM_POOL_BURST;
   // The server kills its children on exit; wait for them so that the next scenario starts on an
   // idle machine, and never leave one behind.
   const reapChildren = async () => {
