@@ -19,7 +19,7 @@ const RETRY_AFTER_FAILURE_MS = 5_000;
 export interface PoolDemand {
   /** Children the pool may keep beyond its size while runs find it empty; 0: it never grows. */
   burst: number;
-  /** Time without a take after which the pool shrinks back to its size. */
+  /** Time after the last run is over (and no new one) at which the pool shrinks back to its size. */
   idleMs: number;
 }
 
