@@ -7,12 +7,18 @@
  *
  * ```sh
  * deno run -A bench/run_python.ts [--iterations 40] [--warmup 3] [--pause-ms 1500]
- *   [--first-calls 3] [--refills 12] [--per-caller 8] [--skip-fresh-cache] [--json]
+ *   [--first-calls 3] [--refills 12] [--per-caller 8] [--skip-fresh-cache] [--quick] [--json]
  * ```
+ *
+ * `--quick` measures only the baselines, the refill, the warm calls and the concurrent callers
+ * (no first calls, no empty cache, no pool off), for a quick comparison while working.
  *
  * Scenarios (warm-up calls are never counted):
  * - baseline: `deno run --no-config -q tiny.ts` per call, and warm `run_typescript` (`return 1`,
  *   TypeScript pool 2, Python off) as `bench/run_typescript.ts` measures it;
+ * - in-process Pyodide: the seed product's shape, one shared Pyodide in a Deno process that runs
+ *   every call with `runPythonAsync` (`bench/_inprocess_pyodide_server.ts`: no child, no fresh
+ *   interpreter), called like the warm run_python, with the same pause before each call;
  * - refill, in process: `Executor.create()` with a Python pool of 2, then `pool.take()`,
  *   `pool.fill()`, `await pool.settled()`: one replacement child booted from the snapshot; and a
  *   full cycle, `runPython()` → `idle()` (the used child disposed) → `settled()` (pool full);
@@ -76,9 +82,12 @@ const CONCURRENCY = 4;
 const SNAPSHOT_BUILT = /Built the Pyodide snapshot \S+ \((\d+) bytes\) in (\d+) ms/;
 const TARGETS = {
   warmMedianMs: 10,
+  /** Issue #17: warm run_python ≤ the in-process Pyodide, and ≤ 1.5× warm run_typescript. */
+  warmToTs: 1.5,
   firstCallMs: 1_500,
   refillMs: 400,
   childRssMb: 200,
+  throughputPerSec: 8,
 };
 
 interface ChildMemory {
@@ -143,13 +152,15 @@ interface Report {
   options: Options;
   baseline: Stats;
   tsWarm: SequentialResult;
+  /** The seed product's shape: one shared in-process Pyodide (`runPythonAsync`), no isolation. */
+  inprocess: SequentialResult;
   refill: RefillResult;
-  firstCall: { singleSpawn: FirstCallResult; sdkDefaultConnect: FirstCallResult };
+  firstCall: { singleSpawn: FirstCallResult; sdkDefaultConnect: FirstCallResult } | null;
   freshCache: FreshCacheResult | null;
   /** A refused `run_python` call: the MCP round trip without any sandbox work. */
   mcpRoundTrip: Stats;
   warm: SequentialResult;
-  poolOff: SequentialResult;
+  poolOff: SequentialResult | null;
   concurrent: SequentialResult & { throughputPerSec: number; calls: number; elapsedMs: number };
   memory: {
     idleChildren: ChildMemory[];
@@ -159,10 +170,11 @@ interface Report {
   };
   ratios: {
     warmToTsWarm: number;
+    warmToInprocess: number;
     warmToBaseline: number;
-    firstCallToBaseline: number;
+    firstCallToBaseline: number | null;
     refillToBaseline: number;
-    poolOffToBaseline: number;
+    poolOffToBaseline: number | null;
   };
   targets: Record<string, { goal: string; actual: string; met: boolean | null }>;
 }
@@ -175,6 +187,7 @@ interface Options {
   refills: number;
   perCaller: number;
   freshCache: boolean;
+  quick: boolean;
 }
 
 async function childMemory(pid: number): Promise<ChildMemory> {
@@ -246,6 +259,8 @@ async function startServer(options: ServerOptions): Promise<BenchServer> {
     PYTHON_ENABLED: String(options.pythonPool !== null),
     CODE_EXECUTOR_PYTHON_WARM_POOL: String(options.pythonPool ?? 0),
   };
+  // The product's default: the pool grows under a burst (tests keep it at its size).
+  delete env.CODE_EXECUTOR_PYTHON_WARM_POOL_BURST;
   // The server kills its children on exit; wait for them so that the next scenario starts on an
   // idle machine, and never leave one behind.
   const reapChildren = async () => {
@@ -328,6 +343,30 @@ async function runTsReference(options: Options): Promise<SequentialResult> {
     await server.client.listTools();
     await sleep(SETTLE_MS);
     return await runSequential(server, "run_typescript", { ...options, pauseMs: 250 });
+  } finally {
+    await server.close();
+  }
+}
+
+/** The seed product's shape: one shared Pyodide in a server process, called like ours. */
+async function runInprocess(options: Options): Promise<SequentialResult> {
+  const server = await connectStdio("the in-process Pyodide server", {
+    command: Deno.execPath(),
+    args: ["run", "-A", "bench/_inprocess_pyodide_server.ts"],
+    cwd: ROOT,
+    env: { ...Deno.env.toObject(), NO_COLOR: "1" },
+  }, { connect: { prior: { kind: "legacy" } } });
+  try {
+    await server.client.listTools();
+    await sleep(SETTLE_MS);
+    const calls = await repeat(options, async () => {
+      if (options.pauseMs > 0) await sleep(options.pauseMs);
+      return await timedRun(server, "run_python", { code: PY_CODE }, PY_VALUE);
+    });
+    return {
+      latency: stats(calls.map((call) => call.latencyMs)),
+      serverDuration: stats(calls.map((call) => call.serverMs)),
+    };
   } finally {
     await server.close();
   }
@@ -547,6 +586,31 @@ async function runConcurrent(options: Options): Promise<Report["concurrent"]> {
   }
 }
 
+function firstCallRows(
+  firstCall: NonNullable<Report["firstCall"]>,
+  statRow: (name: string, s: Stats) => string,
+): string[] {
+  return [
+    row(["first call after server start", "n", "median ms", "p95 ms", "min ms", "max ms"]),
+    row(["---", "---:", "---:", "---:", "---:", "---:"]),
+    statRow("one spawn + initialize: spawn → first result", firstCall.singleSpawn.spawnToResult),
+    statRow("– spawn → connected", firstCall.singleSpawn.spawnToConnected),
+    statRow("– connected → first result", firstCall.singleSpawn.connectedToResult),
+    statRow("– server durationMs", firstCall.singleSpawn.serverDuration),
+    statRow(
+      "SDK v2 default connect (sibling probe): spawn → first result",
+      firstCall.sdkDefaultConnect.spawnToResult,
+    ),
+    statRow("– spawn → connected", firstCall.sdkDefaultConnect.spawnToConnected),
+    statRow("– connected → first result", firstCall.sdkDefaultConnect.connectedToResult),
+    statRow("– server durationMs", firstCall.sdkDefaultConnect.serverDuration),
+    "",
+    ...[firstCall.singleSpawn, firstCall.sdkDefaultConnect]
+      .filter((f) => f.snapshotBuilds > 0)
+      .map((f) => `**Warning**: ${f.snapshotBuilds} server starts built the snapshot first.\n`),
+  ];
+}
+
 function renderMarkdown(report: Report): string {
   const statRow = (name: string, s: Stats, extra: Array<string | number> = []) =>
     row([name, s.n, s.medianMs, s.p95Ms, s.minMs, s.maxMs, ...extra]);
@@ -576,15 +640,23 @@ function renderMarkdown(report: Report): string {
     row(["---", "---:", "---:", "---:", "---:", "---:", "---:"]),
     statRow("baseline: `deno run` per call", baseline, ["1.00"]),
     statRow("run_typescript, warm pool 2 (same run)", tsWarm.latency, [r(tsWarm.latency.medianMs)]),
+    statRow("in-process Pyodide, one shared interpreter (same run)", report.inprocess.latency, [
+      r(report.inprocess.latency.medianMs),
+    ]),
+    statRow("– server durationMs", report.inprocess.serverDuration, [""]),
     statRow("MCP round trip only (refused run_python)", report.mcpRoundTrip, [
       r(report.mcpRoundTrip.medianMs),
     ]),
     statRow("run_python, warm pool 2, sequential", warm.latency, [r(warm.latency.medianMs)]),
     statRow("– server durationMs", warm.serverDuration, [""]),
-    statRow("run_python, pool off (boot per call)", poolOff.latency, [
-      r(poolOff.latency.medianMs),
-    ]),
-    statRow("– server durationMs", poolOff.serverDuration, [""]),
+    ...(poolOff
+      ? [
+        statRow("run_python, pool off (boot per call)", poolOff.latency, [
+          r(poolOff.latency.medianMs),
+        ]),
+        statRow("– server durationMs", poolOff.serverDuration, [""]),
+      ]
+      : []),
     statRow(
       `run_python, ${CONCURRENCY} concurrent callers, pool 2`,
       concurrent.latency,
@@ -595,23 +667,9 @@ function renderMarkdown(report: Report): string {
     `Throughput with ${CONCURRENCY} callers: ${concurrent.throughputPerSec} calls/s ` +
     `(${concurrent.calls} calls in ${concurrent.elapsedMs} ms).`,
     "",
-    row(["first call after server start", "n", "median ms", "p95 ms", "min ms", "max ms"]),
-    row(["---", "---:", "---:", "---:", "---:", "---:"]),
-    statRow("one spawn + initialize: spawn → first result", firstCall.singleSpawn.spawnToResult),
-    statRow("– spawn → connected", firstCall.singleSpawn.spawnToConnected),
-    statRow("– connected → first result", firstCall.singleSpawn.connectedToResult),
-    statRow("– server durationMs", firstCall.singleSpawn.serverDuration),
-    statRow(
-      "SDK v2 default connect (sibling probe): spawn → first result",
-      firstCall.sdkDefaultConnect.spawnToResult,
-    ),
-    statRow("– spawn → connected", firstCall.sdkDefaultConnect.spawnToConnected),
-    statRow("– connected → first result", firstCall.sdkDefaultConnect.connectedToResult),
-    statRow("– server durationMs", firstCall.sdkDefaultConnect.serverDuration),
-    "",
-    ...[firstCall.singleSpawn, firstCall.sdkDefaultConnect]
-      .filter((f) => f.snapshotBuilds > 0)
-      .map((f) => `**Warning**: ${f.snapshotBuilds} server starts built the snapshot first.\n`),
+    ...(firstCall
+      ? firstCallRows(firstCall, statRow)
+      : ["First calls not measured (--quick).", ""]),
     freshCache
       ? `Empty cache (snapshot built first): spawn → first result ${freshCache.spawnToResultMs} ms, ` +
         `connected → result ${freshCache.connectedToResultMs} ms, server durationMs ` +
@@ -661,22 +719,32 @@ async function main(args: string[]): Promise<void> {
       refills: { fallback: 12 },
       perCaller: { fallback: 8 },
     },
-    ["skip-fresh-cache"],
+    ["skip-fresh-cache", "quick"],
   );
   if (!parsed) return;
-  const options: Options = { ...parsed.ints, freshCache: !parsed.flags.has("skip-fresh-cache") };
+  const quick = parsed.flags.has("quick");
+  const options: Options = {
+    ...parsed.ints,
+    freshCache: !parsed.flags.has("skip-fresh-cache") && !quick,
+    quick,
+  };
 
   const loadBefore = await loadAverage();
   log(`baseline: ${options.iterations} × deno run --no-config -q tiny.ts`);
   const baseline = await timeDenoRun(options.iterations, options.warmup);
   log(`run_typescript reference: ${options.iterations} warm calls`);
   const tsWarm = await runTsReference(options);
+  log(`in-process Pyodide baseline: ${options.iterations} warm calls`);
+  const inprocess = await runInprocess(options);
   log(`refill in process: ${options.refills} take/fill/settled and run/idle/settled cycles`);
   const refill = await runRefill(options);
-  log(`first call: ${options.firstCalls} server starts with one spawn`);
-  const singleSpawn = await runFirstCalls(options.firstCalls, true);
-  log(`first call: ${options.firstCalls} server starts with the SDK's default connect`);
-  const sdkDefaultConnect = await runFirstCalls(options.firstCalls, false);
+  let firstCall: Report["firstCall"] = null;
+  if (!quick) {
+    log(`first call: ${options.firstCalls} server starts with one spawn`);
+    const singleSpawn = await runFirstCalls(options.firstCalls, true);
+    log(`first call: ${options.firstCalls} server starts with the SDK's default connect`);
+    firstCall = { singleSpawn, sdkDefaultConnect: await runFirstCalls(options.firstCalls, false) };
+  }
   let freshCache: FreshCacheResult | null = null;
   if (options.freshCache) {
     log("first call with an empty cache (snapshot build)");
@@ -684,8 +752,11 @@ async function main(args: string[]): Promise<void> {
   }
   log(`warm: ${options.iterations} sequential calls, ${options.pauseMs} ms apart`);
   const { warm, mcpRoundTrip, memory } = await runWarm(options);
-  log("pool off: sequential calls");
-  const poolOff = await runPoolOff(options);
+  let poolOff: SequentialResult | null = null;
+  if (!quick) {
+    log("pool off: sequential calls");
+    poolOff = await runPoolOff(options);
+  }
   log(`${CONCURRENCY} concurrent callers × ${options.perCaller} calls`);
   const concurrent = await runConcurrent(options);
 
@@ -700,8 +771,9 @@ async function main(args: string[]): Promise<void> {
     options,
     baseline,
     tsWarm,
+    inprocess,
     refill,
-    firstCall: { singleSpawn, sdkDefaultConnect },
+    firstCall,
     freshCache,
     mcpRoundTrip,
     warm,
@@ -710,10 +782,13 @@ async function main(args: string[]): Promise<void> {
     memory,
     ratios: {
       warmToTsWarm: ratio(warm.latency.medianMs, tsWarm.latency.medianMs),
+      warmToInprocess: ratio(warm.latency.medianMs, inprocess.latency.medianMs),
       warmToBaseline: ratio(warm.latency.medianMs, base),
-      firstCallToBaseline: ratio(singleSpawn.spawnToResult.medianMs, base),
+      firstCallToBaseline: firstCall
+        ? ratio(firstCall.singleSpawn.spawnToResult.medianMs, base)
+        : null,
       refillToBaseline: ratio(refill.refill.medianMs, base),
-      poolOffToBaseline: ratio(poolOff.latency.medianMs, base),
+      poolOffToBaseline: poolOff ? ratio(poolOff.latency.medianMs, base) : null,
     },
     targets: {
       "Python warm median": {
@@ -721,11 +796,30 @@ async function main(args: string[]): Promise<void> {
         actual: `${warm.latency.medianMs} ms (p95 ${warm.latency.p95Ms})`,
         met: warm.latency.medianMs <= TARGETS.warmMedianMs,
       },
-      "first call after start (spawn → result, one spawn)": {
-        goal: `≤ ${TARGETS.firstCallMs} ms`,
-        actual: `${singleSpawn.spawnToResult.medianMs} ms (max ${singleSpawn.spawnToResult.maxMs})`,
-        met: singleSpawn.spawnToResult.medianMs <= TARGETS.firstCallMs,
+      "Python warm median ≤ in-process Pyodide (same run)": {
+        goal: `≤ ${inprocess.latency.medianMs} ms`,
+        actual: `${warm.latency.medianMs} ms (${
+          ratio(warm.latency.medianMs, inprocess.latency.medianMs)
+        }×)`,
+        met: warm.latency.medianMs <= inprocess.latency.medianMs,
       },
+      [`Python warm median ≤ ${TARGETS.warmToTs}× warm run_typescript (same run)`]: {
+        goal: `≤ ${round(TARGETS.warmToTs * tsWarm.latency.medianMs)} ms`,
+        actual: `${warm.latency.medianMs} ms (${
+          ratio(warm.latency.medianMs, tsWarm.latency.medianMs)
+        }×)`,
+        met: warm.latency.medianMs <= TARGETS.warmToTs * tsWarm.latency.medianMs,
+      },
+      ...(firstCall
+        ? {
+          "first call after start (spawn → result, one spawn)": {
+            goal: `≤ ${TARGETS.firstCallMs} ms`,
+            actual:
+              `${firstCall.singleSpawn.spawnToResult.medianMs} ms (max ${firstCall.singleSpawn.spawnToResult.maxMs})`,
+            met: firstCall.singleSpawn.spawnToResult.medianMs <= TARGETS.firstCallMs,
+          },
+        }
+        : {}),
       "pool refill from the snapshot": {
         goal: `≤ ${TARGETS.refillMs} ms`,
         actual: `${refill.refill.medianMs} ms (p95 ${refill.refill.p95Ms})`,
@@ -737,9 +831,9 @@ async function main(args: string[]): Promise<void> {
         met: maxChildRss <= TARGETS.childRssMb,
       },
       [`throughput, ${CONCURRENCY} callers`]: {
-        goal: "report",
+        goal: `≥ ${TARGETS.throughputPerSec} runs/s`,
         actual: `${concurrent.throughputPerSec} calls/s, median ${concurrent.latency.medianMs} ms`,
-        met: null,
+        met: concurrent.throughputPerSec >= TARGETS.throughputPerSec,
       },
     },
   };

@@ -6,13 +6,18 @@
  *    directly with an SDK v2 `Client` over stdio to a separate server-everything from this
  *    process (before the code-executor run, and again after it to show drift in machine load).
  *    Overhead per call = median through code-executor − median of the first direct run.
- * 2. Tokens (o200k): our `tools/list` as a real client receives it, after the upstream servers
+ * 2. Python against TypeScript (issue #17): `--lang-calls` sequential `echo` calls from one
+ *    `run_python` execution and from one `run_typescript` execution, each timed inside the
+ *    sandbox around the awaited call, alternated `--lang-rounds` times in the same server; the
+ *    per-call median of each language over all its rounds, and their ratio.
+ * 3. Tokens (o200k): our `tools/list` as a real client receives it, after the upstream servers
  *    have been listed (the run_typescript description then carries tool counts), against the
  *    sum of the upstream servers' own `tools/list` results, for 3 servers (everything,
  *    filesystem, memory) and for the same three configured ten times over (30 servers).
  *
  * ```sh
- * deno run -A bench/tool_calls.ts [--calls 1000] [--warmup 1000] [--json]
+ * deno run -A bench/tool_calls.ts [--calls 1000] [--warmup 1000] [--lang-calls 100]
+ *   [--lang-rounds 3] [--only-lang] [--json]
  * ```
  *
  * Warm-up calls (a separate `run_typescript` execution, and direct calls) connect the upstream
@@ -63,6 +68,8 @@ const ECHO_REPLY = "Echo: x";
 const LIST_CONCURRENCY = 3;
 const TARGETS = {
   overheadMedianMs: 0.5,
+  /** Issue #17: a tool call from Python ≤ 1.2× one from TypeScript, in the same run. */
+  pythonToTypescript: 1.2,
   ours3Tokens: 1_000,
   growthPerServerTokens: 15,
   saved3Pct: 85,
@@ -113,7 +120,7 @@ interface Report {
   date: string;
   machine: MachineReport;
   command: string;
-  options: { calls: number; warmup: number };
+  options: { calls: number; warmup: number; langCalls: number; langRounds: number };
   latency: {
     direct: CallStats;
     /** The direct calls again, right after the code-executor run: shows drift in machine load. */
@@ -126,19 +133,22 @@ interface Report {
     executionWallMs: number;
     executionDurationMs: number;
     directWallMs: number;
+  } | null;
+  /** Python and TypeScript, the same calls in the same server (per call, all rounds). */
+  languages: {
+    typescript: CallStats;
+    python: CallStats;
+    /** The median of each round, in order, to show drift. */
+    roundMedians: Array<{ typescript: number; python: number }>;
+    ratio: number;
   };
   tokens: {
     three: TokenReport;
     thirty: TokenReport;
     growthPerServer: number;
-  };
-  targets: {
-    overhead: { goal: string; actual: string; met: boolean };
-    ours3: { goal: string; actual: string; met: boolean };
-    growth: { goal: string; actual: string; met: boolean };
-    saved3: { goal: string; actual: string; met: boolean };
-    saved30: { goal: string; actual: string; met: boolean };
-  };
+  } | null;
+  /** By name, as the report's target table shows them; only the parts measured. */
+  targets: Record<string, { goal: string; actual: string; met: boolean }>;
 }
 
 type ListResult = { tools: Array<Record<string, unknown>> } & Record<string, unknown>;
@@ -273,6 +283,83 @@ async function runTypescript(
   return { outcome, wallMs };
 }
 
+async function runPython(
+  client: Client,
+  code: string,
+  timeoutMs: number,
+): Promise<CallOutcome> {
+  const result = await client.callTool(
+    { name: "run_python", arguments: { code, timeoutMs } },
+    { timeout: timeoutMs + 30_000 },
+  );
+  const outcome = (result.structuredContent ?? {}) as CallOutcome;
+  if (result.isError || outcome.ok !== true) {
+    throw new Error(
+      `run_python failed: ${
+        outcome.error ? `${outcome.error.type}: ${outcome.error.message}` : JSON.stringify(result)
+      }`,
+    );
+  }
+  return outcome;
+}
+
+/** Python sandbox code: `calls` sequential echo calls, each timed inside the sandbox. */
+function pythonEchoLoop(calls: number): string {
+  return `import time
+durations = []
+for i in range(${calls}):
+    started = time.perf_counter()
+    reply = await call_mcp_tool("mcp__everything__echo", ${JSON.stringify(ECHO_ARGS)})
+    durations.append(round((time.perf_counter() - started) * 1000, 3))
+    if reply != ${JSON.stringify(ECHO_REPLY)}:
+        raise ValueError(f"Unexpected echo reply: {reply!r}")
+durations`;
+}
+
+function durations(outcome: CallOutcome, calls: number, language: string): number[] {
+  const value = outcome.returnValue;
+  if (!Array.isArray(value) || value.length !== calls || value.some((d) => typeof d !== "number")) {
+    throw new Error(`${language} returned ${JSON.stringify(value)?.slice(0, 200)}`);
+  }
+  return value as number[];
+}
+
+/** Python and TypeScript echo loops, alternated in the same server. */
+async function measureLanguages(
+  executor: Client,
+  options: Report["options"],
+  timeoutMs: number,
+): Promise<Report["languages"]> {
+  const all = { typescript: [] as number[], python: [] as number[] };
+  const roundMedians: Report["languages"]["roundMedians"] = [];
+  log(`languages: one warm-up run each, then ${options.langRounds} rounds`);
+  await runPython(executor, pythonEchoLoop(options.langCalls), timeoutMs);
+  await runTypescript(executor, echoLoop(options.langCalls), timeoutMs);
+  for (let r = 0; r < options.langRounds; r++) {
+    const ts = durations(
+      (await runTypescript(executor, echoLoop(options.langCalls), timeoutMs)).outcome,
+      options.langCalls,
+      "run_typescript",
+    );
+    const py = durations(
+      await runPython(executor, pythonEchoLoop(options.langCalls), timeoutMs),
+      options.langCalls,
+      "run_python",
+    );
+    all.typescript.push(...ts);
+    all.python.push(...py);
+    roundMedians.push({ typescript: stats(ts, 3).medianMs, python: stats(py, 3).medianMs });
+  }
+  const typescript = callStats(all.typescript);
+  const python = callStats(all.python);
+  return {
+    typescript,
+    python,
+    roundMedians,
+    ratio: round(python.medianMs / typescript.medianMs, 2),
+  };
+}
+
 /** Sandbox code: `calls` sequential echo calls, each timed inside the sandbox. */
 function echoLoop(calls: number): string {
   return `const durations: number[] = [];
@@ -391,8 +478,61 @@ function tokenReport(
   };
 }
 
-function renderMarkdown(report: Report): string {
-  const { latency, tokens, targets } = report;
+function latencyLines(latency: NonNullable<Report["latency"]>): string[] {
+  const statCells = (s: CallStats) => [s.n, s.medianMs, s.p95Ms, s.meanMs, s.minMs, s.maxMs];
+  return [
+    row(["path", "n", "median ms", "p95 ms", "mean ms", "min ms", "max ms", "all calls ms"]),
+    row(["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:"]),
+    row([
+      "direct SDK client → server-everything",
+      ...statCells(latency.direct),
+      round(latency.directWallMs, 0),
+    ]),
+    row([
+      "direct again, after the code-executor run (drift check)",
+      ...statCells(latency.directAfter),
+      "",
+    ]),
+    row([
+      "run_typescript → callMCPTool → server-everything",
+      ...statCells(latency.codeExecutor),
+      `${round(latency.executionDurationMs, 0)} (execution), ${
+        round(latency.executionWallMs, 0)
+      } (MCP call)`,
+    ]),
+    "",
+    `Ratio of medians: ${latency.ratio}×; overhead per call: ${latency.overheadMedianMs} ms ` +
+    `(median), ${latency.overheadP95Ms} ms (p95), both against the first direct run.`,
+    "",
+  ];
+}
+
+function languageLines(languages: Report["languages"], options: Report["options"]): string[] {
+  const statCells = (s: CallStats) => [s.n, s.medianMs, s.p95Ms, s.meanMs, s.minMs, s.maxMs];
+  return [
+    `Python against TypeScript: ${options.langRounds} rounds of one \`run_typescript\` and one ` +
+    `\`run_python\` execution, each making ${options.langCalls} sequential \`echo\` calls timed ` +
+    "inside the sandbox, in the same server (after one warm-up execution each).",
+    "",
+    row(["path", "n", "median ms", "p95 ms", "mean ms", "min ms", "max ms", "round medians"]),
+    row(["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:"]),
+    row([
+      "run_typescript → callMCPTool",
+      ...statCells(languages.typescript),
+      languages.roundMedians.map((r) => r.typescript).join(", "),
+    ]),
+    row([
+      "run_python → call_mcp_tool",
+      ...statCells(languages.python),
+      languages.roundMedians.map((r) => r.python).join(", "),
+    ]),
+    "",
+    `Python / TypeScript, median per call: ${languages.ratio}×.`,
+    "",
+  ];
+}
+
+function tokenLines(tokens: NonNullable<Report["tokens"]>): string[] {
   const tokenRow = (label: string, t: TokenReport) =>
     row([
       label,
@@ -403,54 +543,6 @@ function renderMarkdown(report: Report): string {
       `${t.savedPct}%`,
     ]);
   const lines = [
-    `# Tool-call benchmark (${report.date})`,
-    "",
-    `Machine: ${machineText(report.machine)}`,
-    "",
-    `Command: \`${report.command}\``,
-    "",
-    `${report.options.calls} sequential \`echo\` calls (after ${report.options.warmup} warm-up ` +
-    "calls on each path); code-executor calls are timed inside the sandbox around " +
-    "`await callMCPTool(...)`, direct calls around `client.callTool(...)` in this process.",
-    "",
-    row(["path", "n", "median ms", "p95 ms", "mean ms", "min ms", "max ms", "all calls ms"]),
-    row(["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:"]),
-    row([
-      "direct SDK client → server-everything",
-      latency.direct.n,
-      latency.direct.medianMs,
-      latency.direct.p95Ms,
-      latency.direct.meanMs,
-      latency.direct.minMs,
-      latency.direct.maxMs,
-      round(latency.directWallMs, 0),
-    ]),
-    row([
-      "direct again, after the code-executor run (drift check)",
-      latency.directAfter.n,
-      latency.directAfter.medianMs,
-      latency.directAfter.p95Ms,
-      latency.directAfter.meanMs,
-      latency.directAfter.minMs,
-      latency.directAfter.maxMs,
-      "",
-    ]),
-    row([
-      "run_typescript → callMCPTool → server-everything",
-      latency.codeExecutor.n,
-      latency.codeExecutor.medianMs,
-      latency.codeExecutor.p95Ms,
-      latency.codeExecutor.meanMs,
-      latency.codeExecutor.minMs,
-      latency.codeExecutor.maxMs,
-      `${round(latency.executionDurationMs, 0)} (execution), ${
-        round(latency.executionWallMs, 0)
-      } (MCP call)`,
-    ]),
-    "",
-    `Ratio of medians: ${latency.ratio}×; overhead per call: ${latency.overheadMedianMs} ms ` +
-    `(median), ${latency.overheadP95Ms} ms (p95), both against the first direct run.`,
-    "",
     row([
       "servers",
       "upstream tools",
@@ -481,16 +573,6 @@ function renderMarkdown(report: Report): string {
     "",
     "(“other” is the name, title, annotations, execution and JSON punctuation.)",
     "",
-    row(["target", "goal", "measured", "status"]),
-    row(["---", "---:", "---:", "---"]),
-    ...([
-      ["overhead per call, median", targets.overhead],
-      ["our tools/list, 3 servers", targets.ours3],
-      ["growth per extra server", targets.growth],
-      ["saved, 3 servers", targets.saved3],
-      ["saved, 30 servers", targets.saved30],
-    ] as const).map(([name, t]) => row([name, t.goal, t.actual, status(t.met)])),
-    "",
   ];
   for (const t of [tokens.three, tokens.thirty]) {
     if (t.unlisted.length > 0) {
@@ -500,11 +582,39 @@ function renderMarkdown(report: Report): string {
       );
     }
   }
-  return lines.join("\n");
+  return lines;
+}
+
+function renderMarkdown(report: Report): string {
+  const { latency, languages, tokens, targets } = report;
+  return [
+    `# Tool-call benchmark (${report.date})`,
+    "",
+    `Machine: ${machineText(report.machine)}`,
+    "",
+    `Command: \`${report.command}\``,
+    "",
+    ...(latency
+      ? [
+        `${report.options.calls} sequential \`echo\` calls (after ${report.options.warmup} warm-up ` +
+        "calls on each path); code-executor calls are timed inside the sandbox around " +
+        "`await callMCPTool(...)`, direct calls around `client.callTool(...)` in this process.",
+        "",
+        ...latencyLines(latency),
+      ]
+      : []),
+    ...languageLines(languages, report.options),
+    ...(tokens ? tokenLines(tokens) : []),
+    row(["target", "goal", "measured", "status"]),
+    row(["---", "---:", "---:", "---"]),
+    ...Object.entries(targets).map(([name, t]) => row([name, t.goal, t.actual, status(t.met)])),
+    "",
+  ].join("\n");
 }
 
 async function measure(
   options: Report["options"],
+  onlyLanguages: boolean,
   work: string,
   cleanup: Cleanup,
 ): Promise<Omit<Report, "date" | "machine" | "command" | "options" | "targets">> {
@@ -519,7 +629,9 @@ async function measure(
     JSON.stringify(
       {
         limits: { timeoutMs, maxTimeoutMs: timeoutMs },
-        tools: { maxCallsPerExecution: Math.max(1_000, options.calls, options.warmup) },
+        tools: {
+          maxCallsPerExecution: Math.max(1_000, options.calls, options.warmup, options.langCalls),
+        },
       },
       null,
       2,
@@ -534,6 +646,11 @@ async function measure(
 
   log("starting code-executor (3 servers) and a direct server-everything");
   const executor = await startExecutor(work, config3, settingsFile, cleanup);
+  if (onlyLanguages) {
+    const languages = await measureLanguages(executor.client, options, timeoutMs);
+    await executor.close();
+    return { latency: null, languages, tokens: null };
+  }
   // Before any upstream server is connected: the description names the servers, without counts.
   const before3 = await executor.client.listTools() as ListResult;
   const everything = await connectUpstream(specs3[0], work, cleanup);
@@ -555,6 +672,7 @@ async function measure(
   }
   log(`direct again: ${options.calls} echo calls`);
   const directAfter = await directEchoLoop(everything.client, options.calls);
+  const languages = await measureLanguages(executor.client, options, timeoutMs);
 
   log("tokens: 3 servers");
   const ours3 = await ourLists(executor.client, specs3, before3);
@@ -594,6 +712,7 @@ async function measure(
       executionDurationMs: round(run.outcome.durationMs ?? NaN, 1),
       directWallMs: round(directWallMs, 1),
     },
+    languages,
     tokens: {
       three,
       thirty,
@@ -605,8 +724,15 @@ async function measure(
 async function main(args: string[]): Promise<void> {
   const parsed = parseBenchArgs(
     args,
-    "Usage: deno run -A bench/tool_calls.ts [--calls N] [--warmup N] [--json]",
-    { calls: { fallback: 1_000 }, warmup: { fallback: 1_000 } },
+    "Usage: deno run -A bench/tool_calls.ts [--calls N] [--warmup N] [--lang-calls N] " +
+      "[--lang-rounds N] [--only-lang] [--json]",
+    {
+      calls: { fallback: 1_000 },
+      warmup: { fallback: 1_000 },
+      langCalls: { fallback: 100 },
+      langRounds: { fallback: 3 },
+    },
+    ["only-lang"],
   );
   if (!parsed) return;
   const options = parsed.ints;
@@ -621,41 +747,14 @@ async function main(args: string[]): Promise<void> {
   for (const signal of ["SIGINT", "SIGTERM"] as const) Deno.addSignalListener(signal, onSignal);
   try {
     const loadBefore = await loadAverage();
-    const measured = await measure(options, work, cleanup);
-    const { latency, tokens } = measured;
+    const measured = await measure(options, parsed.flags.has("only-lang"), work, cleanup);
     const report: Report = {
       date: new Date().toISOString(),
       machine: await machineReport(loadBefore),
       command: ["deno run -A bench/tool_calls.ts", ...args].join(" "),
       options,
       ...measured,
-      targets: {
-        overhead: {
-          goal: `≤ ${TARGETS.overheadMedianMs} ms`,
-          actual: `${latency.overheadMedianMs} ms`,
-          met: latency.overheadMedianMs <= TARGETS.overheadMedianMs,
-        },
-        ours3: {
-          goal: `≤ ${TARGETS.ours3Tokens} tokens`,
-          actual: `${tokens.three.ours} tokens`,
-          met: tokens.three.ours <= TARGETS.ours3Tokens,
-        },
-        growth: {
-          goal: `≤ ${TARGETS.growthPerServerTokens} tokens`,
-          actual: `${tokens.growthPerServer} tokens`,
-          met: tokens.growthPerServer <= TARGETS.growthPerServerTokens,
-        },
-        saved3: {
-          goal: `≥ ${TARGETS.saved3Pct}%`,
-          actual: `${tokens.three.savedPct}%`,
-          met: tokens.three.savedPct >= TARGETS.saved3Pct,
-        },
-        saved30: {
-          goal: `≥ ${TARGETS.saved30Pct}%`,
-          actual: `${tokens.thirty.savedPct}%`,
-          met: tokens.thirty.savedPct >= TARGETS.saved30Pct,
-        },
-      },
+      targets: targets(measured),
     };
     printReport(parsed.json, report, renderMarkdown);
   } finally {
@@ -664,6 +763,48 @@ async function main(args: string[]): Promise<void> {
       Deno.removeSignalListener(signal, onSignal);
     }
   }
+}
+
+function targets(
+  { latency, languages, tokens }: Pick<Report, "latency" | "languages" | "tokens">,
+): Report["targets"] {
+  const all: Report["targets"] = {
+    [`Python tool call ≤ ${TARGETS.pythonToTypescript}× TypeScript's (median per call)`]: {
+      goal: `≤ ${round(TARGETS.pythonToTypescript * languages.typescript.medianMs, 3)} ms`,
+      actual: `${languages.python.medianMs} ms (${languages.ratio}×)`,
+      met: languages.ratio <= TARGETS.pythonToTypescript,
+    },
+  };
+  if (latency) {
+    all["overhead per call, median"] = {
+      goal: `≤ ${TARGETS.overheadMedianMs} ms`,
+      actual: `${latency.overheadMedianMs} ms`,
+      met: latency.overheadMedianMs <= TARGETS.overheadMedianMs,
+    };
+  }
+  if (tokens) {
+    all["our tools/list, 3 servers"] = {
+      goal: `≤ ${TARGETS.ours3Tokens} tokens`,
+      actual: `${tokens.three.ours} tokens`,
+      met: tokens.three.ours <= TARGETS.ours3Tokens,
+    };
+    all["growth per extra server"] = {
+      goal: `≤ ${TARGETS.growthPerServerTokens} tokens`,
+      actual: `${tokens.growthPerServer} tokens`,
+      met: tokens.growthPerServer <= TARGETS.growthPerServerTokens,
+    };
+    all["saved, 3 servers"] = {
+      goal: `≥ ${TARGETS.saved3Pct}%`,
+      actual: `${tokens.three.savedPct}%`,
+      met: tokens.three.savedPct >= TARGETS.saved3Pct,
+    };
+    all["saved, 30 servers"] = {
+      goal: `≥ ${TARGETS.saved30Pct}%`,
+      actual: `${tokens.thirty.savedPct}%`,
+      met: tokens.thirty.savedPct >= TARGETS.saved30Pct,
+    };
+  }
+  return all;
 }
 
 if (import.meta.main) await runBench(main);

@@ -18,7 +18,8 @@ import sys as _sys
 import time as _time
 import traceback as _traceback
 import weakref as _weakref
-from _pyodide._base import CodeRunner as _CodeRunner
+import linecache as _linecache
+from _pyodide._base import should_quiet as _should_quiet
 from pyodide.webloop import WebLoop as _WebLoop
 
 for _name in ("collections", "datetime", "decimal", "functools", "itertools", "math", "re",
@@ -472,17 +473,80 @@ def _to_json(value):
         return _json.dumps(repr(value))
 
 
+# Pyodide's CodeRunner (eval_code's) raises this with the value of the last expression.
+_Result = _builtins.___EvalCodeResultException[0]
+
+
+def _located(node, at):
+    """Gives the nodes of ``node`` that have no position the position of ``at``."""
+    for child in _ast.walk(node):
+        if "lineno" in child._attributes and getattr(child, "lineno", None) is None:
+            child.lineno, child.col_offset = at.lineno, at.col_offset
+            child.end_lineno, child.end_col_offset = at.end_lineno, at.end_col_offset
+    return node
+
+
+class _Runner:
+    """Compiled code: what Pyodide's CodeRunner does, without parsing the source twice.
+
+    CodeRunner tokenizes the whole source in Python for a trailing semicolon, deep-copies a
+    template tree and walks the whole tree to fill in positions: per run a few ms of pure-Python
+    work that grows with the source (~2x the compile of a 100-line script). The value of the last
+    expression is returned the same way (raised as ``_Result``), and the same code is made.
+    """
+
+    def __init__(self, source, filename=FILENAME):
+        self.source = source
+        self.filename = filename
+        mod = compile(source, filename, "exec",
+                      _ast.PyCF_ONLY_AST | _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        body = mod.body
+        # Pyodide would read back the name of a bare annotation (`y: int`), which is unbound.
+        if body and isinstance(body[-1], _ast.AnnAssign) and body[-1].value is None:
+            body.append(_located(_ast.Pass(), body[-1]))
+        # `1 + 1;` returns nothing, as in Pyodide; only a source with a `;` is tokenized.
+        if body and not (";" in source and _should_quiet(source)):
+            last = body[-1]
+            # An assignment last (`x = 1 + 2`, `a = b = 5`, `y: int = 4`, `n += 1`) returns the
+            # value of its target name, like a last expression, as models expect of run_python.
+            target = (last.targets[0] if isinstance(last, _ast.Assign)
+                      else last.target if isinstance(last, (_ast.AugAssign, _ast.AnnAssign))
+                      else None)
+            if isinstance(target, _ast.Name):
+                last = _located(_ast.Expr(_ast.Name(target.id, _ast.Load())), last)
+                body.append(last)
+            if isinstance(last, _ast.Expr):
+                result = _ast.Subscript(_ast.Name("___EvalCodeResultException", _ast.Load()),
+                                        _ast.Constant(0), _ast.Load())
+                body[-1] = _located(_ast.Raise(_ast.Call(result, [last.value], [])), last)
+        self.code = compile(mod, filename, "exec", _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+
+    def _lines(self):
+        source = self.source
+        # Tracebacks show the code's lines (a skill's under its own name, `skill:name@1`).
+        _linecache.cache[self.filename] = [lambda: source]
+
+    def run(self, namespace):
+        self._lines()
+        try:
+            eval(self.code, namespace)
+        except _Result as result:
+            return result.value
+        return None
+
+    async def run_async(self, namespace):
+        self._lines()
+        try:
+            coroutine = eval(self.code, namespace)
+            if coroutine:
+                await coroutine
+        except _Result as result:
+            return result.value
+        return None
+
+
 def _compile(source, filename=FILENAME):
-    # An assignment last (`x = 1 + 2`, `a = b = 5`, `y: int = 4`, `n += 1`) returns the value of
-    # its target name, like a last expression, as models expect of run_python.
-    runner = _CodeRunner(source, filename=filename, dedent=False,
-                         return_mode="last_expr_or_assign",
-                         flags=_ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    body = runner.ast.body
-    # Pyodide would read back the name of a bare annotation (`y: int`), which is unbound.
-    if body and isinstance(body[-1], _ast.AnnAssign) and body[-1].value is None:
-        body.append(_ast.Pass())
-    return runner.compile()
+    return _Runner(source, filename)
 
 
 def _flush():
@@ -564,7 +628,7 @@ def run_sync(source, args=None):
                 _globals["args"] = _json.loads(args)
             runner = _compile(source)
             # CO_COROUTINE: the module body awaits, so eval() returns a coroutine.
-            if runner.code is not None and runner.code.co_flags & 0x80:
+            if runner.code.co_flags & 0x80:
                 _awaiting = runner
                 return None
             value = runner.run(_globals)
@@ -585,14 +649,13 @@ def warm_up():
     With a lower V8 tiering budget, this makes V8 optimize the interpreter's hot Wasm functions
     before the child is ready rather than during the first run (15-30 ms of a one-liner).
     """
-    import linecache
     runner = _compile("1 + 1")
     body = _success(runner.run({"__name__": "__main__", "__builtins__": _builtins}))
     # As run_sync does at the end of every run: the first call of this path in a fresh child took
     # ~9 ms (a warm one-liner went from 7 to 16 ms when it was added), nearly all of it here.
     _cancel_background(None)
     _flush()
-    linecache.cache.pop(FILENAME, None)
+    _linecache.cache.pop(FILENAME, None)
     return body
 
 

@@ -99,8 +99,10 @@ export function serverEnv(tempDir: string, options: ServerEnvOptions = {}): Reco
   return {
     ...homeEnv(home, { sharedCache: options.home === undefined || options.sharedCache }),
     TMPDIR: tempDir,
-    // Tests that count sandbox children or their directories expect TypeScript ones only.
+    // Tests that count sandbox children or their directories expect TypeScript ones only, and a
+    // Python pool (where a test asks for one) that keeps its size; tests of its growth opt in.
     CODE_EXECUTOR_PYTHON_WARM_POOL: "0",
+    CODE_EXECUTOR_PYTHON_WARM_POOL_BURST: "0",
     // Keep test runs out of the real ~/.code-executor/audit.jsonl.
     AUDIT_LOG_PATH: join(tempDir, "audit.jsonl"),
     CODE_EXECUTOR_LOG_LEVEL: "warn",
@@ -997,7 +999,7 @@ export async function withExecutor(
   const settings = resolveSettings({
     ...raw,
     sandbox: { warmPool: 0, ...base.sandbox, tempDir },
-    python: { warmPool: 0, ...base.python },
+    python: { warmPool: 0, warmPoolBurst: 0, ...base.python },
   });
   const executor = await Executor.create(settings, { log: options.log ?? createLogger("error") });
   try {

@@ -143,3 +143,38 @@ Deno.test("Executor.runPython() right after start-up waits for a pooled child in
   // The pool's two children only: the run took the first one to boot.
   assert(seen.size <= 2, `${seen.size} Python children were started for one run and a pool of 2`);
 });
+
+Deno.test({
+  name: "a ready Python child's V8 background threads run at nice 19, its Python thread does not",
+  ignore: Deno.build.os !== "linux",
+  async fn() {
+    await withPyChild({}, async (child) => {
+      const niceByThread = async () => {
+        const nice: Record<string, number[]> = {};
+        for await (const entry of Deno.readDir(`/proc/${child.pid}/task`)) {
+          const dir = `/proc/${child.pid}/task/${entry.name}`;
+          const comm = (await Deno.readTextFile(`${dir}/comm`)).trim();
+          // Field 19 of stat is the nice value; the fields after the command name start at 3.
+          const fields = (await Deno.readTextFile(`${dir}/stat`)).split(") ")[1].split(" ");
+          (nice[comm] ??= []).push(Number(fields[16]));
+        }
+        return nice;
+      };
+      let nice = await niceByThread();
+      const deadline = Date.now() + 10_000;
+      while (!nice["V8 DefaultWorke"]?.every((n) => n === 19) && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        nice = await niceByThread();
+      }
+      assert(
+        (nice["V8 DefaultWorke"] ?? []).length > 0,
+        `no V8 worker thread: ${JSON.stringify(nice)}`,
+      );
+      assertEquals(new Set(nice["V8 DefaultWorke"]), new Set([19]), JSON.stringify(nice));
+      // The Worker that runs Python keeps the default priority.
+      assertEquals(new Set(nice["worker-1"]), new Set([0]), JSON.stringify(nice));
+      const result = await child.run("1 + 1", LIMITS);
+      assertEquals(result.returnValue, 2);
+    });
+  },
+});

@@ -106,6 +106,13 @@ const PythonSchema = z.object({
   enabled: z.boolean().default(true),
   /** Pre-started Python children (each ~160 MB); 0 turns the pool off. */
   warmPool: z.number().int().min(0).max(16).default(2),
+  /**
+   * Children the Python pool may keep beyond `warmPool` under a burst: each run that finds the
+   * pool empty adds one, and refills boot side by side. 0 keeps the pool at `warmPool`.
+   */
+  warmPoolBurst: z.number().int().min(0).max(16).default(2),
+  /** Time without a Python run after which the pool shrinks back to `warmPool`. */
+  warmPoolIdleMs: positiveInt.default(30_000),
   /** Top-level modules Python code may import, or "*"; a guide, not a wall (see README). */
   allowedImports: z.union([z.literal("*"), z.array(z.string().min(1))]).optional(),
   /** Resident memory of one Python sandbox, in MB (Pyodide itself needs ~160 MB). */

@@ -488,12 +488,20 @@ export class Executor {
         done: () => {},
       };
     }
-    const pooled = await takePooledChild(python.pool, deadline);
-    const child = pooled ?? await PyChild.spawn(python.base);
+    let child: PyChild;
+    try {
+      child = await takePooledChild(python.pool, deadline) ?? await PyChild.spawn(python.base);
+    } catch (error) {
+      python.pool.returned();
+      throw error;
+    }
     this.#active.add(child);
     return {
       run: (limits) => child.run(code, { ...limits, graceMs, args }),
-      done: () => this.#retire(child, () => python.pool.fill()),
+      done: () => {
+        python.pool.returned();
+        this.#retire(child, () => python.pool.fill());
+      },
     };
   }
 

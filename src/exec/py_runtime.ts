@@ -105,15 +105,20 @@ export async function startPythonRuntime(options: PythonRuntimeOptions): Promise
   // row). Refills boot side by side: under a burst, that keeps every CPU busy.
   let serial = python.warmPool;
   let booting: Promise<unknown> = Promise.resolve();
-  const pool = new WarmPool(python.warmPool, () => {
-    if (serial-- <= 0) return boot();
-    const next = booting.then(() => {
-      if (closing.aborted) throw new Error("The server is shutting down");
-      return boot();
-    });
-    booting = next.catch(() => {});
-    return next;
-  }, log);
+  const pool = new WarmPool(
+    python.warmPool,
+    () => {
+      if (serial-- <= 0) return boot();
+      const next = booting.then(() => {
+        if (closing.aborted) throw new Error("The server is shutting down");
+        return boot();
+      });
+      booting = next.catch(() => {});
+      return next;
+    },
+    log,
+    { burst: python.warmPoolBurst, idleMs: python.warmPoolIdleMs },
+  );
   const watch = new WheelWatch(python.wheelDirs, signature, log, (wheels) => {
     base = { ...base, wheels };
     pool.drain();

@@ -15,12 +15,29 @@ export interface PooledChild {
 
 const RETRY_AFTER_FAILURE_MS = 5_000;
 
+/** How a pool follows demand: it grows under a burst and shrinks back when idle. */
+export interface PoolDemand {
+  /** Children the pool may keep beyond its size while runs find it empty; 0: it never grows. */
+  burst: number;
+  /** Time after the last run is over (and no new one) at which the pool shrinks back to its size. */
+  idleMs: number;
+}
+
 /**
  * Keeps up to `size` children started ahead of need. Each is handed out once; the pool refills
- * in the background.
+ * in the background. With a {@linkcode PoolDemand}, every {@linkcode WarmPool.takeOrWait} that
+ * gets no child (none idle, none starting for it) adds one to the target (at most
+ * `size + burst`), so that the next refill boots more children side by side. Once every such
+ * caller has said its run is over ({@linkcode WarmPool.returned}) and `idleMs` pass without a
+ * new one, the target is `size` again and the extra idle children are disposed.
  */
 export class WarmPool<T extends PooledChild> {
   #size: number;
+  #target: number;
+  #demand: PoolDemand | undefined;
+  #idleTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Runs that called takeOrWait() and have not called returned() yet. */
+  #out = 0;
   #spawn: () => Promise<T>;
   #log: Logger;
   #idle: T[] = [];
@@ -38,9 +55,12 @@ export class WarmPool<T extends PooledChild> {
    * @param size How many idle children to keep; 0 disables the pool.
    * @param spawn Starts one child.
    * @param log Where spawn failures are reported.
+   * @param demand Growth under a burst and shrinking when idle; a fixed size without it.
    */
-  constructor(size: number, spawn: () => Promise<T>, log: Logger) {
+  constructor(size: number, spawn: () => Promise<T>, log: Logger, demand?: PoolDemand) {
     this.#size = size;
+    this.#target = size;
+    this.#demand = size > 0 && demand && demand.burst > 0 ? demand : undefined;
     this.#spawn = spawn;
     this.#log = log;
   }
@@ -48,6 +68,11 @@ export class WarmPool<T extends PooledChild> {
   /** Number of idle children right now. */
   get idle(): number {
     return this.#idle.length;
+  }
+
+  /** How many children the pool keeps now: its size, or more during a burst. */
+  get target(): number {
+    return this.#target;
   }
 
   /**
@@ -63,6 +88,32 @@ export class WarmPool<T extends PooledChild> {
     return child;
   }
 
+  /** Grows the target on a miss; any take stops the countdown to the shrink. */
+  #follow(missed: boolean): void {
+    this.#out++;
+    if (missed && !this.#closed) {
+      this.#target = Math.min(this.#size + this.#demand!.burst, this.#target + 1);
+    }
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
+  }
+
+  /** Back to `size`: idle children beyond it are disposed, oldest first. */
+  #shrink(): void {
+    this.#idleTimer = undefined;
+    this.#target = this.#size;
+    const extra = this.#idle.length - this.#size;
+    if (extra <= 0) return;
+    for (const child of this.#idle.splice(0, extra)) this.#retire(child);
+  }
+
+  #retire(child: T): void {
+    const job = child.dispose().catch((error: Error) => {
+      this.#log.warn(`Cannot clean up a sandbox child: ${error.message}`);
+    }).finally(() => this.#retiring.delete(job));
+    this.#retiring.add(job);
+  }
+
   /**
    * Hands out an idle child or, when there is none but children are starting, the first one to
    * become idle. A run that arrives while the pool boots (just after start-up, or during a
@@ -75,6 +126,25 @@ export class WarmPool<T extends PooledChild> {
    * this caller, or when `signal` aborts first.
    */
   async takeOrWait(signal?: AbortSignal): Promise<T | undefined> {
+    const child = await this.#takeOrWait(signal);
+    if (this.#demand) this.#follow(child === undefined && !signal?.aborted);
+    return child;
+  }
+
+  /**
+   * Tells the pool that a run which called {@linkcode WarmPool.takeOrWait} is over (whether it
+   * got a child or not): when none is left, the countdown to the shrink starts.
+   */
+  returned(): void {
+    if (!this.#demand) return;
+    this.#out = Math.max(0, this.#out - 1);
+    if (this.#out > 0 || this.#target <= this.#size || this.#closed) return;
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = setTimeout(() => this.#shrink(), this.#demand.idleMs);
+    Deno.unrefTimer(this.#idleTimer);
+  }
+
+  async #takeOrWait(signal?: AbortSignal): Promise<T | undefined> {
     let child = this.take();
     if (child || this.#waiting >= this.#inflight.size) return child;
     this.#waiting++;
@@ -99,12 +169,14 @@ export class WarmPool<T extends PooledChild> {
   /** Starts children in the background until the pool is full. */
   fill(): void {
     if (this.#closed || Date.now() - this.#failedAt < RETRY_AFTER_FAILURE_MS) return;
-    while (this.#idle.length + this.#spawning < this.#size) {
+    while (this.#idle.length + this.#spawning < this.#target) {
       this.#spawning++;
       const generation = this.#generation;
       const job = this.#spawn().then(
         (child) => {
           if (this.#closed || generation !== this.#generation) return child.dispose();
+          // Booted for a burst that the pool has since shrunk back from.
+          if (this.#idle.length >= this.#target) return child.dispose();
           this.#idle.push(child);
         },
         (error: Error) => {
@@ -128,12 +200,7 @@ export class WarmPool<T extends PooledChild> {
    */
   drain(): void {
     this.#generation++;
-    for (const child of this.#idle.splice(0)) {
-      const job = child.dispose().catch((error: Error) => {
-        this.#log.warn(`Cannot clean up a sandbox child: ${error.message}`);
-      }).finally(() => this.#retiring.delete(job));
-      this.#retiring.add(job);
-    }
+    for (const child of this.#idle.splice(0)) this.#retire(child);
     this.fill();
   }
 
@@ -145,6 +212,7 @@ export class WarmPool<T extends PooledChild> {
   /** Disposes every idle child and stops refilling. */
   async close(): Promise<void> {
     this.#closed = true;
+    clearTimeout(this.#idleTimer);
     await Promise.all(this.#inflight);
     const idle = this.#idle.splice(0);
     await Promise.all([...idle.map((child) => child.dispose()), ...this.#retiring]);
