@@ -159,7 +159,7 @@ Deno.test("Executor.runTypescript() leaves none of the code in Deno's emit cache
     assertEquals(result.returnValue, 1);
     await executor.idle();
     const { cacheDir } = await import("../src/config/paths.ts");
-    const found = new Deno.Command("grep", { args: ["-rl", marker, join(cacheDir(), "deno")] });
+    const found = new Deno.Command("grep", { args: ["-rl", marker, join(cacheDir(), "deno-ts")] });
     const { stdout } = await found.output();
     assertEquals(new TextDecoder().decode(stdout), "");
   });

@@ -22,7 +22,7 @@ async function withTempRoot(
     denoPath: findDeno(),
     runnerPath: RUNNER,
     tempRoot,
-    denoDir: join(cacheDir(), "deno"),
+    denoDir: join(cacheDir(), "deno-ts"),
     memoryMb: 256,
     log: createLogger("error"),
   };
@@ -78,10 +78,18 @@ Deno.test("ts_runner exits by itself when its host closes stdin after the result
   // A host killed with SIGKILL cannot kill its children: they must not sleep forever.
   const workspace = await Deno.makeTempDir({ prefix: "ce-runner-" });
   const process = new Deno.Command(findDeno(), {
-    args: ["run", "--no-prompt", "--no-config", "--no-lock", `--allow-read=${workspace}`, RUNNER],
+    args: [
+      "run",
+      "--no-prompt",
+      "--no-config",
+      "--no-lock",
+      "--no-code-cache",
+      `--allow-read=${workspace}`,
+      RUNNER,
+    ],
     cwd: workspace,
     clearEnv: true,
-    env: { DENO_DIR: join(cacheDir(), "deno"), NO_COLOR: "1" },
+    env: { DENO_DIR: join(cacheDir(), "deno-ts"), NO_COLOR: "1" },
     stdin: "piped",
     stdout: "piped",
     stderr: "null",

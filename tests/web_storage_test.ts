@@ -12,7 +12,9 @@ import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { withExecutor } from "./_helpers.ts";
 import { cacheDir } from "../src/config/paths.ts";
 
-const DENO_DIR = join(cacheDir(), "deno");
+/** The TypeScript children's DENO_DIR, and the Python children's. */
+const TS_DENO_DIR = join(cacheDir(), "deno-ts");
+const PY_DENO_DIR = join(cacheDir(), "deno");
 
 /** The substrings that any base64 text holding `text` must contain, one per alignment. */
 function base64Forms(text: string): string[] {
@@ -44,29 +46,31 @@ Deno.test("run_typescript: localStorage and caches are not there, and nothing is
   });
 });
 
-Deno.test("the children's DENO_DIR refuses web storage even to code that reached Deno's own", async () => {
+Deno.test("the children's DENO_DIRs refuse web storage even to code that reached Deno's own", async () => {
   await withExecutor({}, async () => {
-    // What a child would do if it got hold of the original `localStorage` and `caches`: the same
-    // `deno`, the same DENO_DIR, the same runner directory (so the same storage key).
-    const script = await Deno.makeTempFile({ suffix: ".ts" });
-    try {
-      await Deno.writeTextFile(
-        script,
-        `const out: string[] = [];
+    for (const denoDir of [TS_DENO_DIR, PY_DENO_DIR]) {
+      // What a child would do if it got hold of the original `localStorage` and `caches`: the same
+      // `deno`, the same DENO_DIR, the same runner directory (so the same storage key).
+      const script = await Deno.makeTempFile({ suffix: ".ts" });
+      try {
+        await Deno.writeTextFile(
+          script,
+          `const out: string[] = [];
 try { localStorage.setItem("k", "v"); out.push("localStorage kept"); } catch { out.push("refused"); }
 try { await (await caches.open("x")).put("http://a/", new Response("v")); out.push("caches kept"); }
 catch { out.push("refused"); }
 console.log(JSON.stringify(out));`,
-      );
-      const { stdout, success } = await new Deno.Command(Deno.execPath(), {
-        args: ["run", "--no-prompt", "--no-config", script],
-        env: { DENO_DIR, NO_COLOR: "1" },
-        stderr: "null",
-      }).output();
-      assert(success);
-      assertEquals(JSON.parse(new TextDecoder().decode(stdout)), ["refused", "refused"]);
-    } finally {
-      await Deno.remove(script);
+        );
+        const { stdout, success } = await new Deno.Command(Deno.execPath(), {
+          args: ["run", "--no-prompt", "--no-config", script],
+          env: { DENO_DIR: denoDir, NO_COLOR: "1" },
+          stderr: "null",
+        }).output();
+        assert(success);
+        assertEquals(JSON.parse(new TextDecoder().decode(stdout)), ["refused", "refused"], denoDir);
+      } finally {
+        await Deno.remove(script);
+      }
     }
   });
 });
@@ -80,7 +84,9 @@ Deno.test("run_typescript keeps none of the code in Deno's caches, in plain text
       const result = await executor.runTypescript(`const ${marker}: number = 1; return ${marker}`);
       assertEquals(result.returnValue, 1);
       await executor.idle();
-      assertEquals(await filesHolding(DENO_DIR, [marker, ...base64Forms(marker)]), "");
+      const needles = [marker, ...base64Forms(marker)];
+      assertEquals(await filesHolding(TS_DENO_DIR, needles), "");
+      assertEquals(await filesHolding(PY_DENO_DIR, needles), "");
     });
   }
 });

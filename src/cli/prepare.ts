@@ -134,9 +134,11 @@ async function prepareTypescript(
     new PrepareError(
       `Cannot start a TypeScript sandbox (deno at "${where.denoPath}"${why}): set sandbox.denoPath or DENO_PATH to a working Deno ${Deno.version.deno}`,
     );
-  const child = await TsChild.spawn({ ...where, memoryMb, log }).catch((error) => {
-    throw cannotStart(`: ${(error as Error).message}`);
-  });
+  const child = await TsChild.spawn({ ...where, denoDir: where.tsDenoDir, memoryMb, log }).catch(
+    (error) => {
+      throw cannotStart(`: ${(error as Error).message}`);
+    },
+  );
   try {
     if (!(await child.ready)) throw cannotStart("");
     const result = await child.run(wrapTypescript("return 6 * 7"), {
@@ -152,9 +154,10 @@ async function prepareTypescript(
     }
   } finally {
     await child.dispose();
-    await sealChildDenoDir(where.denoDir);
+    await sealChildDenoDir(where.tsDenoDir, true);
+    await sealChildDenoDir(where.denoDir, false);
   }
-  return `the runner is compiled into ${where.denoDir}; a run took ${
+  return `the runner is compiled into ${where.tsDenoDir}; a run took ${
     Math.round(performance.now() - started)
   } ms`;
 }

@@ -107,6 +107,7 @@ export class Executor {
   #pool: WarmPool<TsChild>;
   #base: BaseChildOptions;
   #cacheDir: string;
+  #pythonDenoDir: string;
   #python: Promise<PythonRuntime> | undefined;
   #sessions: SessionStore<PyChild>;
   #outputs: OutputStore;
@@ -121,7 +122,9 @@ export class Executor {
     options: ExecutorOptions,
     base: BaseChildOptions,
     cacheDir: string,
+    pythonDenoDir: string,
   ) {
+    this.#pythonDenoDir = pythonDenoDir;
     this.#settings = settings;
     // First: an invalid `privacy` setting fails the start before any child is spawned.
     this.#privacy = new HostPrivacy(settings.privacy);
@@ -156,18 +159,21 @@ export class Executor {
    * @returns The executor.
    */
   static async create(settings: Settings, options: ExecutorOptions): Promise<Executor> {
-    const { denoPath, denoDir, runnerPath, tempRoot, cacheDir } = await sandboxLocations(settings);
+    const { denoPath, denoDir, tsDenoDir, runnerPath, tempRoot, cacheDir } = await sandboxLocations(
+      settings,
+    );
     await removeStaleDirs(tempRoot, options.log);
-    await sealChildDenoDir(denoDir);
+    await sealChildDenoDir(tsDenoDir, true);
+    await sealChildDenoDir(denoDir, false);
     const base: BaseChildOptions = {
       denoPath,
-      denoDir,
+      denoDir: tsDenoDir,
       runnerPath,
       tempRoot,
       memoryMb: settings.limits.memoryMb,
       log: options.log,
     };
-    const executor = new Executor(settings, options, base, cacheDir);
+    const executor = new Executor(settings, options, base, cacheDir, denoDir);
     executor.#pool.fill();
     if (settings.python.enabled && settings.python.warmPool > 0) {
       executor.#pythonRuntime().then((py) => py.pool.fill(), () => {});
@@ -241,7 +247,7 @@ export class Executor {
     this.#python ??= startPythonRuntime({
       settings: this.#settings,
       denoPath: this.#base.denoPath,
-      denoDir: this.#base.denoDir,
+      denoDir: this.#pythonDenoDir,
       tempRoot: this.#base.tempRoot,
       cacheDir: this.#cacheDir,
       log: this.#log,
@@ -457,7 +463,7 @@ export class Executor {
       done: () =>
         this.#retire(child, async () => {
           // Pooled children do not write to the emit cache (see TsChild.spawn).
-          if (!pooled) await sealChildDenoDir(this.#base.denoDir);
+          if (!pooled) await sealChildDenoDir(this.#base.denoDir, true);
           this.#pool.fill();
         }),
     };
