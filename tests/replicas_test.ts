@@ -374,6 +374,10 @@ Deno.test({
           );
           const killedAt = Date.now();
           victim.serve.child.kill("SIGKILL");
+          // Until the process is gone its listening socket still takes connections: a run that
+          // starts in between can reach it and fail like the runs in flight.
+          await victim.serve.child.status;
+          const diedAt = Date.now();
           const outcomes = await load;
           assertEquals(outcomes.length, KILL_RUNS);
           // Its sandboxes and upstream server died with it (parent-death signal); only their
@@ -420,7 +424,14 @@ Deno.test({
               `${outcome.job.id} failed elsewhere`,
             );
             assertEquals(line.status, 502);
-            assert(outcome.startedAt <= killedAt && outcome.endedAt >= killedAt, outcome.job.id);
+            assert(
+              outcome.startedAt <= diedAt && outcome.endedAt >= killedAt,
+              `${outcome.job.id} failed but did not run while the replica died (${
+                outcome.startedAt - killedAt
+              } to ${outcome.endedAt - killedAt} ms from the kill, which took ${
+                diedAt - killedAt
+              } ms)`,
+            );
           }
           assert(failed.length > 0, "the kill hit no run in flight: the step tested nothing");
           const completed = outcomes.filter((o) => o.result);
