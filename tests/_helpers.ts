@@ -20,6 +20,7 @@ import { Executor } from "../src/exec/executor.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
 import { CHILD_DIR_PREFIX } from "../src/exec/sandbox_process.ts";
 import { createLogger, type Logger } from "../src/log.ts";
+import type { SaveSkillInput } from "../src/skills/store.ts";
 
 /** The repository root. */
 export const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -1295,3 +1296,16 @@ export async function callRun(
     isError: result.isError === true,
   };
 }
+
+/** A small TypeScript skill the skills tests save: `add-numbers`, `{a, b}` → `a + b`. */
+export const ADD: SaveSkillInput = {
+  name: "add-numbers",
+  description: "Adds two numbers",
+  language: "typescript",
+  inputSchema: {
+    type: "object",
+    properties: { a: { type: "number" }, b: { type: "number" } },
+    required: ["a", "b"],
+  },
+  code: "return args.a + args.b;",
+};

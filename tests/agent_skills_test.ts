@@ -15,24 +15,13 @@ import { SettingsSchema } from "../src/config/settings.ts";
 import { type SaveSkillInput, SkillStore } from "../src/skills/store.ts";
 import { assert, assertEquals, assertRejects } from "./_assert.ts";
 import {
+  ADD,
   callRunTypescript,
   connectHttp,
   spawnHttpServe,
   startServer,
   withUserDirs,
 } from "./_helpers.ts";
-
-const ADD: SaveSkillInput = {
-  name: "add-numbers",
-  description: "Adds two numbers",
-  language: "typescript",
-  inputSchema: {
-    type: "object",
-    properties: { a: { type: "number" }, b: { type: "number" } },
-    required: ["a", "b"],
-  },
-  code: "return args.a + args.b;",
-};
 
 const SHOUT: SaveSkillInput = {
   name: "shout",

@@ -9,19 +9,7 @@ import { join } from "node:path";
 import { SettingsSchema } from "../src/config/settings.ts";
 import { type SaveSkillInput, SkillStore } from "../src/skills/store.ts";
 import { assert, assertEquals } from "./_assert.ts";
-import { denoDir, ROOT, withUserDirs } from "./_helpers.ts";
-
-const ADD: SaveSkillInput = {
-  name: "add-numbers",
-  description: "Adds two numbers",
-  language: "typescript",
-  inputSchema: {
-    type: "object",
-    properties: { a: { type: "number" }, b: { type: "number" } },
-    required: ["a", "b"],
-  },
-  code: "return args.a + args.b;",
-};
+import { ADD, denoDir, ROOT, withUserDirs } from "./_helpers.ts";
 
 interface Dirs {
   root: string;

@@ -6,7 +6,7 @@ import { CodeExecutorError } from "../src/errors.ts";
 import { type SaveSkillInput, SkillStore } from "../src/skills/store.ts";
 import { parseSkillMarkdown } from "../src/skills/front_matter.ts";
 import { principalDirName } from "../src/skills/layout.ts";
-import { withUserDirs } from "./_helpers.ts";
+import { ADD, withUserDirs } from "./_helpers.ts";
 
 type SkillsSettings = ReturnType<typeof SettingsSchema.parse>["skills"];
 
@@ -24,18 +24,6 @@ function storeIn(
     listCacheMs: 0,
   });
 }
-
-const ADD: SaveSkillInput = {
-  name: "add-numbers",
-  description: "Adds two numbers",
-  language: "typescript",
-  inputSchema: {
-    type: "object",
-    properties: { a: { type: "number" }, b: { type: "number" } },
-    required: ["a", "b"],
-  },
-  code: "return args.a + args.b;",
-};
 
 /** Every path under a directory, symlinks as `-> target`, files with their text. */
 async function tree(root: string): Promise<Map<string, string>> {
