@@ -7,7 +7,7 @@
  */
 import { join } from "node:path";
 import { SettingsSchema } from "../src/config/settings.ts";
-import { type SaveSkillInput, SkillStore } from "../src/skills/store.ts";
+import { SkillStore } from "../src/skills/store.ts";
 import { assert, assertEquals } from "./_assert.ts";
 import { ADD, denoDir, ROOT, withUserDirs } from "./_helpers.ts";
 

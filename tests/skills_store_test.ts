@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { skillEntry } from "@modelcontextprotocol/server/ext/skills";
 import { SettingsSchema } from "../src/config/settings.ts";
 import { CodeExecutorError } from "../src/errors.ts";
-import { type SaveSkillInput, SkillStore } from "../src/skills/store.ts";
+import { SkillStore } from "../src/skills/store.ts";
 import { parseSkillMarkdown } from "../src/skills/front_matter.ts";
 import { principalDirName } from "../src/skills/layout.ts";
 import { ADD, withUserDirs } from "./_helpers.ts";
