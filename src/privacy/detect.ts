@@ -9,7 +9,7 @@
  * @module
  */
 import { type Cidr, ipv4InRanges, ipv6Groups, ipv6InRanges, parseCidr } from "./ip.ts";
-import { CARD, eachNumber, IPV4, numberRuns, PHONE, SSN } from "./numbers.ts";
+import { CARD, eachNumber, IPV4, numberRuns, numberStarts, PHONE, SSN } from "./numbers.ts";
 import { PhoneNumbers } from "./phone.ts";
 
 /** The kinds of personal data found; each is also the word of its placeholder (`<email_1>`). */
@@ -139,6 +139,8 @@ export class PersonalDataDetector {
   #categories: ReadonlySet<PersonalDataCategory>;
   #phones: PhoneNumbers;
   #ignored: Cidr[];
+  /** The fewest digits of a run that may hold a number of the chosen kinds (besides `+…`). */
+  #runDigits: number;
 
   /**
    * Creates a detector for the chosen categories.
@@ -150,6 +152,12 @@ export class PersonalDataDetector {
     this.#categories = new Set(options.categories ?? PERSONAL_DATA_CATEGORIES);
     this.#phones = new PhoneNumbers(options.phoneRegion ?? "US");
     this.#ignored = (options.ignoredIpRanges ?? DEFAULT_IGNORED_IP_RANGES).map(parseCidr);
+    const on = (c: PersonalDataCategory) => this.#categories.has(c);
+    this.#runDigits = Math.min(
+      on("card") ? CARD.minDigits : Infinity,
+      on("ssn") ? SSN.minDigits : Infinity,
+      on("phone") ? this.#phones.shortestNational : Infinity,
+    );
   }
 
   /**
@@ -172,7 +180,7 @@ export class PersonalDataDetector {
     const numbers = on("card") || on("ssn") || on("phone") || on("ip");
     if (numbers || on("iban")) {
       const capitals: number[] = [];
-      const runs = numberRuns(text, on("iban") ? capitals : undefined);
+      const runs = numberRuns(text, this.#runDigits, on("iban") ? capitals : undefined);
       this.#ibans(text, capitals, found);
       if (numbers) this.#runs(text, runs, found);
     }
@@ -191,8 +199,10 @@ export class PersonalDataDetector {
   #runs(text: string, runs: number[], found: PersonalDataMatch[]): void {
     // Values repeat in output (a log, a table): the library parses each distinct phone once.
     const phones = new Map<string, boolean>();
+    const starts: number[] = [];
     for (let r = 0; r < runs.length; r += 4) {
-      this.#numbers(text, runs[r], runs[r + 1], runs[r + 2], runs[r + 3], found, phones);
+      const count = numberStarts(text, runs[r], runs[r + 1], runs[r + 2], starts);
+      this.#numbers(text, starts, count, runs[r + 2], runs[r + 3], found, phones);
     }
   }
 
@@ -212,15 +222,15 @@ export class PersonalDataDetector {
 
   #numbers(
     text: string,
-    start: number,
-    end: number,
+    starts: number[],
+    count: number,
     digits: number,
     dots: number,
     found: PersonalDataMatch[],
     phones: Map<string, boolean>,
   ): void {
     if (digits >= 13 && this.#categories.has("card")) {
-      for (const m of eachNumber(text, start, end, digits, CARD)) {
+      for (const m of eachNumber(text, starts, count, CARD)) {
         const digits = m[0].replace(/[ -]/g, "");
         if (digits.length >= 13 && digits.length <= 19 && cardIssuer(digits) && luhnValid(digits)) {
           found.push(match("card", m.index, m[0]));
@@ -228,18 +238,18 @@ export class PersonalDataDetector {
       }
     }
     if (digits >= 9 && this.#categories.has("ssn")) {
-      for (const m of eachNumber(text, start, end, digits, SSN)) {
+      for (const m of eachNumber(text, starts, count, SSN)) {
         if (ssnValid(m[1], m[3], m[4])) found.push(match("ssn", m.index, m[0]));
       }
     }
     if (dots >= 3 && this.#categories.has("ip")) {
-      for (const m of eachNumber(text, start, end, digits, IPV4)) {
+      for (const m of eachNumber(text, starts, count, IPV4)) {
         if (VERSION_WORD.test(text.slice(Math.max(0, m.index - 12), m.index))) continue;
         if (!ipv4InRanges(m[0], this.#ignored)) found.push(match("ip", m.index, m[0]));
       }
     }
     if (digits >= 7 && this.#categories.has("phone")) {
-      for (const m of eachNumber(text, start, end, digits, PHONE)) {
+      for (const m of eachNumber(text, starts, count, PHONE, this.#phones.shortestNational)) {
         if (this.#phones.test(m[0], phones)) found.push(match("phone", m.index, m[0]));
       }
     }

@@ -107,6 +107,8 @@ function isDigit(c: number): boolean {
 export class PhoneNumbers {
   #region: CountryCode;
   #lengths: ReadonlySet<number>;
+  /** The fewest digits a number written without `+` can have here (seven at least). */
+  readonly shortestNational: number;
   #groupings: Grouping[] | undefined;
 
   /**
@@ -127,6 +129,7 @@ export class PhoneNumbers {
     // A national prefix (`1`, `0`) may come before the national number.
     const lengths = metadata.numberingPlan?.possibleLengths() ?? [];
     this.#lengths = new Set(lengths.flatMap((n) => [n, n + 1]));
+    this.shortestNational = Math.max(7, Math.min(...this.#lengths));
     this.#groupings = nationalGroupings(metadata);
   }
 
