@@ -93,6 +93,21 @@ export function luhnValid(digits: string): boolean {
   return sum % 10 === 0;
 }
 
+/** {@linkcode luhnValid} of the digits of a card number written with spaces or dashes. */
+function luhnValidSpaced(text: string): boolean {
+  let sum = 0;
+  for (let i = text.length - 1, nth = 0; i >= 0; i--) {
+    let d = text.charCodeAt(i) - 48;
+    if (d >>> 0 > 9) continue;
+    if (nth++ % 2 === 1) {
+      d *= 2;
+      if (d > 9) d -= 9;
+    }
+    sum += d;
+  }
+  return sum % 10 === 0;
+}
+
 /** Issuer prefixes and lengths of the card networks in use (Visa, Mastercard, Amex, …). */
 function cardIssuer(digits: string): boolean {
   const n = digits.length;
@@ -231,8 +246,10 @@ export class PersonalDataDetector {
   ): void {
     if (digits >= 13 && this.#categories.has("card")) {
       for (const m of eachNumber(text, starts, count, CARD)) {
+        // The checksum first, on the match as it is: most runs of 13 digits or more fail it.
+        if (!luhnValidSpaced(m[0])) continue;
         const digits = m[0].replace(/[ -]/g, "");
-        if (digits.length >= 13 && digits.length <= 19 && cardIssuer(digits) && luhnValid(digits)) {
+        if (digits.length >= 13 && digits.length <= 19 && cardIssuer(digits)) {
           found.push(match("card", m.index, m[0]));
         }
       }

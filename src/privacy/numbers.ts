@@ -18,9 +18,14 @@ export interface NumberPattern {
    * that may not come right before a match that starts with a digit.
    */
   before: number;
-  /** Whether the pattern can match at `p`, from the characters there (no false negatives). */
-  canStart(text: string, p: number): boolean;
+  /**
+   * Which pattern it is, for {@linkcode eachNumber}'s checks of the characters at a place: each
+   * refuses only places where the pattern cannot match (no false negatives).
+   */
+  kind: typeof CARD_KIND | typeof SSN_KIND | typeof IPV4_KIND | typeof PHONE_KIND;
 }
+
+const CARD_KIND = 0, SSN_KIND = 1, IPV4_KIND = 2, PHONE_KIND = 3;
 
 /** Bits of {@linkcode REFUSED_BEFORE}, one per pattern. */
 const CARD_BEFORE = 1, SSN_BEFORE = 2, IPV4_BEFORE = 4, PHONE_BEFORE = 8;
@@ -51,9 +56,9 @@ function startsAfter(text: string, p: number, before: number): boolean {
   return before !== PHONE_BEFORE || (c !== 0x20ac && c !== 0xa3); // € £
 }
 
+/** Whether the character at `p` is a digit (`c - 48 >>> 0 <= 9`: one comparison). */
 function digitAt(text: string, p: number): boolean {
-  const c = text.charCodeAt(p);
-  return c >= 48 && c <= 57;
+  return text.charCodeAt(p) - 48 >>> 0 <= 9;
 }
 
 /** Payment cards: four digits first. */
@@ -61,8 +66,7 @@ export const CARD: NumberPattern = {
   pattern: /(?<![\w.,-])\d{4}(?:[ -]?\d{2,6}){2,4}(?:[ -]?\d{1,4})?(?![\w.,-]\d)/y,
   minDigits: 13,
   before: CARD_BEFORE,
-  canStart: (text, p) =>
-    digitAt(text, p) && digitAt(text, p + 1) && digitAt(text, p + 2) && digitAt(text, p + 3),
+  kind: CARD_KIND,
 };
 
 /** US social security numbers, `123-45-6789` or `123 45 6789`. */
@@ -70,13 +74,7 @@ export const SSN: NumberPattern = {
   pattern: /(?<![\w.\-/:])(\d{3})([- ])(\d{2})\2(\d{4})(?![\w.\-/:])/y,
   minDigits: 9,
   before: SSN_BEFORE,
-  canStart(text, p) {
-    const sep = text.charCodeAt(p + 3);
-    return (sep === 45 || sep === 32) && text.charCodeAt(p + 6) === sep && digitAt(text, p) &&
-      digitAt(text, p + 1) && digitAt(text, p + 2) && digitAt(text, p + 4) &&
-      digitAt(text, p + 5) && digitAt(text, p + 7) && digitAt(text, p + 8) &&
-      digitAt(text, p + 9) && digitAt(text, p + 10);
-  },
+  kind: SSN_KIND,
 };
 
 /** Dotted quads: four groups of one to three digits (versions and dates have three). */
@@ -85,16 +83,7 @@ export const IPV4: NumberPattern = {
     /(?<![\w.\-@:/])(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}(?![\w.]|-\d)/y,
   minDigits: 4,
   before: IPV4_BEFORE,
-  canStart(text, p) {
-    for (let group = 0, q = p;; group++) {
-      const first = q;
-      while (q - first < 3 && digitAt(text, q)) q++;
-      if (q === first) return false;
-      if (group === 3) return true;
-      if (text.charCodeAt(q) !== 46) return false;
-      q++;
-    }
-  },
+  kind: IPV4_KIND,
 };
 
 /**
@@ -106,15 +95,7 @@ export const PHONE: NumberPattern = {
     /(?<![\w+.\-/:@#$€£])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{1,8}(?:[ .-]\d{1,8}){1,5}(?![\w.\-/:@%])|(?<![\w+])\+\d{8,15}(?!\w)/y,
   minDigits: 7,
   before: PHONE_BEFORE,
-  canStart(text, p) {
-    const c = text.charCodeAt(p);
-    if (c === 43 || c === 40) return digitAt(text, p + 1);
-    // From a digit: its whole group (at most eight digits), then a separator and a digit.
-    let q = p + 1;
-    while (q - p <= 8 && digitAt(text, q)) q++;
-    const sep = text.charCodeAt(q);
-    return q - p <= 8 && (sep === 32 || sep === 46 || sep === 45) && digitAt(text, q + 1);
-  },
+  kind: PHONE_KIND,
 };
 
 /**
@@ -170,14 +151,15 @@ export function numberRuns(text: string, minDigits: number, capitals?: number[])
 /**
  * Lists the places of the run `text[start, end)` where a number can start (a digit after a
  * non-digit, a `+` or a `(`: the patterns' look-behinds refuse the others), each with the digits
- * from there to the run's end: the walk the patterns share.
+ * from there to the run's end and the length of its group of digits: the walk the patterns share.
  *
  * @param text The whole text.
  * @param start The run's first character.
  * @param end After the run's last character.
  * @param digits How many digits the run holds.
- * @param out Where to write them: position, digits left, position, digits left, …
- * @returns How many numbers were written (twice the places).
+ * @param out Where to write them: position, digits left, digits in its group (0 for `+` and
+ * `(`), then the next place's.
+ * @returns How many numbers were written (three per place).
  */
 export function numberStarts(
   text: string,
@@ -186,18 +168,32 @@ export function numberStarts(
   digits: number,
   out: number[],
 ): number {
-  let n = 0, left = digits;
-  let previousDigit = start > 0 && digitAt(text, start - 1);
+  let n = 0, left = digits, group = -1;
   for (let p = start; p < end; p++) {
     const c = text.charCodeAt(p);
-    const digit = c >= 48 && c <= 57;
-    if (digit ? !previousDigit : c === 43 || c === 40) {
-      out[n++] = p;
-      out[n++] = left;
+    if (c - 48 >>> 0 <= 9) {
+      // A group starts after anything but a digit; the run's first character never follows one.
+      if (group < 0) {
+        out[n] = p;
+        out[n + 1] = left;
+        group = n + 2;
+        n += 3;
+      }
+      left--;
+      continue;
     }
-    if (digit) left--;
-    previousDigit = digit;
+    if (group >= 0) {
+      out[group] = p - out[group - 2];
+      group = -1;
+    }
+    if (c === 43 || c === 40) {
+      out[n] = p;
+      out[n + 1] = left;
+      out[n + 2] = 0;
+      n += 3;
+    }
   }
+  if (group >= 0) out[group] = end - out[group - 2];
   return n;
 }
 
@@ -205,12 +201,12 @@ const NONE: RegExpExecArray[] = [];
 
 /**
  * Tries a pattern at the places of a run where a number can start ({@linkcode numberStarts}) and
- * its `canStart` allows, going on after each match: what the global pattern run over the run
- * finds, without trying every position nor copying the run. It stops when fewer digits are left
- * than a kept match needs: a match there would be dropped.
+ * the characters there allow it, going on after each match: what the global pattern run over the
+ * run finds, without trying every position nor copying the run. It stops when fewer digits are
+ * left than a kept match needs: a match there would be dropped.
  *
  * @param text The whole text.
- * @param starts The run's places and digits left, from {@linkcode numberStarts}.
+ * @param starts The run's places from {@linkcode numberStarts}.
  * @param count How many numbers of `starts` are the run's.
  * @param number The pattern.
  * @param minDigits The fewest digits of a kept match that starts with a digit or `(`, when more
@@ -225,16 +221,39 @@ export function eachNumber(
   number: NumberPattern,
   minDigits: number = number.minDigits,
 ): RegExpExecArray[] {
-  const { pattern, before, canStart } = number;
+  const { pattern, before, kind } = number;
   let found = NONE;
   let resume = 0;
-  for (let s = 0; s < count; s += 2) {
+  for (let s = 0; s < count; s += 3) {
     const p = starts[s];
-    const c = text.charCodeAt(p);
+    const group = starts[s + 2];
     // Only a run's first place can be a `+`.
-    if (starts[s + 1] < (c === 43 ? number.minDigits : minDigits)) break;
-    if (p < resume || (c <= 57 && c >= 48 && !startsAfter(text, p, before))) continue;
-    if (!canStart(text, p)) continue;
+    if (starts[s + 1] < (group === 0 && text.charCodeAt(p) === 43 ? number.minDigits : minDigits)) {
+      break;
+    }
+    if (p < resume || (group > 0 && !startsAfter(text, p, before))) continue;
+    const next = p + group;
+    switch (kind) {
+      case CARD_KIND: // four digits first
+        if (group < 4) continue;
+        break;
+      case SSN_KIND: { // `123-45-6789`, `123 45 6789`
+        const sep = text.charCodeAt(next);
+        if (
+          group !== 3 || (sep !== 45 && sep !== 32) || text.charCodeAt(p + 6) !== sep ||
+          !digitAt(text, p + 4) || !digitAt(text, p + 5) || !digitAt(text, p + 7) ||
+          !digitAt(text, p + 8) || !digitAt(text, p + 9) || !digitAt(text, p + 10)
+        ) continue;
+        break;
+      }
+      case IPV4_KIND: // four groups of one to three digits, dotted
+        if (group === 0 || group > 3 || !dottedQuadAt(text, next)) continue;
+        break;
+      default: // from `+` or `(`, a digit; from a digit, its group (at most 8), a separator, a digit
+        if (group === 0 ? !digitAt(text, p + 1) : group > 8 || !phoneSeparatorAt(text, next)) {
+          continue;
+        }
+    }
     pattern.lastIndex = p;
     const m = pattern.exec(text);
     if (m) {
@@ -244,4 +263,21 @@ export function eachNumber(
     }
   }
   return found;
+}
+
+/** After a dotted quad's first group: `.` and three more groups of one to three digits. */
+function dottedQuadAt(text: string, q: number): boolean {
+  for (let group = 1;; group++) {
+    if (text.charCodeAt(q) !== 46) return false;
+    const first = ++q;
+    while (q - first < 3 && digitAt(text, q)) q++;
+    if (q === first) return false;
+    if (group === 3) return true;
+  }
+}
+
+/** A space, dot or dash, then a digit. */
+function phoneSeparatorAt(text: string, q: number): boolean {
+  const sep = text.charCodeAt(q);
+  return (sep === 32 || sep === 46 || sep === 45) && digitAt(text, q + 1);
 }

@@ -78,11 +78,12 @@ export class PlaceholderVault {
     const mine = this.#of(principal);
     const now = this.#now();
     // A value that comes back in the same text (a log's lines) is looked up and renewed once.
-    const given = new Map<string, string>();
+    const given: Partial<Record<PersonalDataCategory, Map<string, string>>> = {};
     return replaceMatches(text, matches, (m) => {
-      const key = `${m.category}\0${m.value}`;
-      const placeholder = given.get(key);
+      const seen = given[m.category] ??= new Map();
+      const placeholder = seen.get(m.value);
       if (placeholder !== undefined) return placeholder;
+      const key = `${m.category}\0${m.value}`;
       let entry = mine.byValue.get(key);
       if (entry && entry.expiresAt <= now) {
         this.#forget(mine, key, entry);
@@ -94,7 +95,7 @@ export class PlaceholderVault {
         entry = { placeholder: `<${m.category}_${n}>`, value: m.value, expiresAt: 0 };
       }
       this.#touch(mine, key, entry, now);
-      given.set(key, entry.placeholder);
+      seen.set(m.value, entry.placeholder);
       return entry.placeholder;
     });
   }
