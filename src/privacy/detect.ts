@@ -57,7 +57,7 @@ export const DEFAULT_IGNORED_IP_RANGES: readonly string[] = [
 
 const EMAIL =
   /(?<![\w.%+-])[A-Za-z0-9](?:[A-Za-z0-9._%+-]{0,62}[A-Za-z0-9_%+-])?@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-]|\.[A-Za-z0-9])/g;
-const IBAN = /(?<![\w])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?(?![\w])/g;
+const IBAN = /(?<![\w])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?(?![\w])/y;
 const IPV6 = /(?<![\w:.])(?=[0-9A-Fa-f:]*::|(?:[0-9A-Fa-f]{1,4}:){7})[0-9A-Fa-f:.]{3,45}(?![\w:])/y;
 // Words right before a dotted quad that make it a version, not an address.
 const VERSION_WORD = /(?:\bv|version|release|build|ver\.?)\s*$/i;
@@ -204,10 +204,11 @@ export class PersonalDataDetector {
   }
 
   #ibans(text: string, capitals: number[], found: PersonalDataMatch[]): void {
+    // Each place an IBAN can start is one of `capitals`: the pattern is tried there alone.
     for (const at of capitals) {
-      scan(text, at - 1, at + 44, at, IBAN, (v, at) => {
-        if (ibanValid(v.replaceAll(" ", ""))) found.push(match("iban", at, v));
-      });
+      IBAN.lastIndex = at;
+      const v = IBAN.exec(text)?.[0];
+      if (v !== undefined && ibanValid(v.replaceAll(" ", ""))) found.push(match("iban", at, v));
     }
   }
 
