@@ -93,10 +93,10 @@ export function luhnValid(digits: string): boolean {
   return sum % 10 === 0;
 }
 
-/** {@linkcode luhnValid} of the digits of a card number written with spaces or dashes. */
-function luhnValidSpaced(text: string): boolean {
+/** {@linkcode luhnValid} of the digits of `text[start, end)`, a card number maybe with spaces or dashes. */
+function luhnValidSpaced(text: string, start: number, end: number): boolean {
   let sum = 0;
-  for (let i = text.length - 1, nth = 0; i >= 0; i--) {
+  for (let i = end - 1, nth = 0; i >= start; i--) {
     let d = text.charCodeAt(i) - 48;
     if (d >>> 0 > 9) continue;
     if (nth++ % 2 === 1) {
@@ -156,6 +156,12 @@ export class PersonalDataDetector {
   #ignored: Cidr[];
   /** The fewest digits of a run that may hold a number of the chosen kinds (besides `+…`). */
   #runDigits: number;
+  #card: boolean;
+  #ssn: boolean;
+  #ip: boolean;
+  #phone: boolean;
+  /** Where {@linkcode eachNumber} puts its matches (`find` runs to its end before another). */
+  #hits: number[] = [];
 
   /**
    * Creates a detector for the chosen categories.
@@ -168,6 +174,10 @@ export class PersonalDataDetector {
     this.#phones = new PhoneNumbers(options.phoneRegion ?? "US");
     this.#ignored = (options.ignoredIpRanges ?? DEFAULT_IGNORED_IP_RANGES).map(parseCidr);
     const on = (c: PersonalDataCategory) => this.#categories.has(c);
+    this.#card = on("card");
+    this.#ssn = on("ssn");
+    this.#ip = on("ip");
+    this.#phone = on("phone");
     this.#runDigits = Math.min(
       on("card") ? CARD.minDigits : Infinity,
       on("ssn") ? SSN.minDigits : Infinity,
@@ -245,30 +255,46 @@ export class PersonalDataDetector {
     found: PersonalDataMatch[],
     phones: Map<string, boolean>,
   ): void {
-    if (digits >= 13 && this.#categories.has("card")) {
-      for (const m of eachNumber(text, starts, count, CARD)) {
+    const hits = this.#hits;
+    if (digits >= 13 && this.#card) {
+      const n = eachNumber(text, starts, count, CARD, CARD.minDigits, hits);
+      for (let h = 0; h < n; h += 2) {
         // The checksum first, on the match as it is: most runs of 13 digits or more fail it.
-        if (!luhnValidSpaced(m[0])) continue;
-        const digits = m[0].replace(/[ -]/g, "");
+        if (!luhnValidSpaced(text, hits[h], hits[h + 1])) continue;
+        const value = text.slice(hits[h], hits[h + 1]);
+        const digits = value.replace(/[ -]/g, "");
         if (digits.length >= 13 && digits.length <= 19 && cardIssuer(digits)) {
-          found.push(match("card", m.index, m[0]));
+          found.push(match("card", hits[h], value));
         }
       }
     }
-    if (digits >= 9 && this.#categories.has("ssn")) {
-      for (const m of eachNumber(text, starts, count, SSN)) {
-        if (ssnValid(m[1], m[3], m[4])) found.push(match("ssn", m.index, m[0]));
+    if (digits >= 9 && this.#ssn) {
+      const n = eachNumber(text, starts, count, SSN, SSN.minDigits, hits);
+      // `123-45-6789`: area, group and serial at fixed places.
+      for (let h = 0; h < n; h += 2) {
+        const at = hits[h];
+        const valid = ssnValid(
+          text.slice(at, at + 3),
+          text.slice(at + 4, at + 6),
+          text.slice(at + 7, at + 11),
+        );
+        if (valid) found.push(match("ssn", at, text.slice(at, hits[h + 1])));
       }
     }
-    if (dots >= 3 && this.#categories.has("ip")) {
-      for (const m of eachNumber(text, starts, count, IPV4)) {
-        if (VERSION_WORD.test(text.slice(Math.max(0, m.index - 12), m.index))) continue;
-        if (!ipv4InRanges(m[0], this.#ignored)) found.push(match("ip", m.index, m[0]));
+    if (dots >= 3 && this.#ip) {
+      const n = eachNumber(text, starts, count, IPV4, IPV4.minDigits, hits);
+      for (let h = 0; h < n; h += 2) {
+        const at = hits[h];
+        if (VERSION_WORD.test(text.slice(Math.max(0, at - 12), at))) continue;
+        const value = text.slice(at, hits[h + 1]);
+        if (!ipv4InRanges(value, this.#ignored)) found.push(match("ip", at, value));
       }
     }
-    if (digits >= 7 && this.#categories.has("phone")) {
-      for (const m of eachNumber(text, starts, count, PHONE, this.#phones.shortestNational)) {
-        if (this.#phones.test(m[0], phones)) found.push(match("phone", m.index, m[0]));
+    if (digits >= 7 && this.#phone) {
+      const n = eachNumber(text, starts, count, PHONE, this.#phones.shortestNational, hits);
+      for (let h = 0; h < n; h += 2) {
+        const value = text.slice(hits[h], hits[h + 1]);
+        if (this.#phones.test(value, phones)) found.push(match("phone", hits[h], value));
       }
     }
   }

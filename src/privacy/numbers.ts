@@ -197,8 +197,6 @@ export function numberStarts(
   return n;
 }
 
-const NONE: RegExpExecArray[] = [];
-
 /**
  * Tries a pattern at the places of a run where a number can start ({@linkcode numberStarts}) and
  * the characters there allow it, going on after each match: what the global pattern run over the
@@ -212,17 +210,20 @@ const NONE: RegExpExecArray[] = [];
  * @param minDigits The fewest digits of a kept match that starts with a digit or `(`, when more
  * than the pattern's `minDigits` (a region's shortest national phone number); one that starts
  * with `+` needs the pattern's.
- * @returns The matches, their `index` in the whole text.
+ * @param hits Where to write the matches: the first character and the index after the last of
+ * each (a pattern's `test` makes no match object).
+ * @returns How many numbers were written (two per match).
  */
 export function eachNumber(
   text: string,
   starts: readonly number[],
   count: number,
   number: NumberPattern,
-  minDigits: number = number.minDigits,
-): RegExpExecArray[] {
+  minDigits: number,
+  hits: number[],
+): number {
   const { pattern, before, kind } = number;
-  let found = NONE;
+  let found = 0;
   let resume = 0;
   for (let s = 0; s < count; s += 3) {
     const p = starts[s];
@@ -255,11 +256,10 @@ export function eachNumber(
         }
     }
     pattern.lastIndex = p;
-    const m = pattern.exec(text);
-    if (m) {
-      if (found === NONE) found = [];
-      found.push(m);
-      resume = p + m[0].length;
+    if (pattern.test(text)) {
+      resume = pattern.lastIndex;
+      hits[found++] = p;
+      hits[found++] = resume;
     }
   }
   return found;
