@@ -225,10 +225,12 @@ export class PersonalDataDetector {
   #runs(text: string, runs: number[], found: PersonalDataMatch[]): void {
     // Values repeat in output (a log, a table): the library parses each distinct phone once.
     const phones = new Map<string, boolean>();
+    // And each distinct dotted quad is checked against the ranges once.
+    const addresses = new Map<string, boolean>();
     const starts: number[] = [];
     for (let r = 0; r < runs.length; r += 4) {
       const count = numberStarts(text, runs[r], runs[r + 1], runs[r + 2], starts);
-      this.#numbers(text, starts, count, runs[r + 2], runs[r + 3], found, phones);
+      this.#numbers(text, starts, count, runs[r + 2], runs[r + 3], found, phones, addresses);
     }
   }
 
@@ -254,6 +256,7 @@ export class PersonalDataDetector {
     dots: number,
     found: PersonalDataMatch[],
     phones: Map<string, boolean>,
+    addresses: Map<string, boolean>,
   ): void {
     const hits = this.#hits;
     if (digits >= 13 && this.#card) {
@@ -287,7 +290,11 @@ export class PersonalDataDetector {
         const at = hits[h];
         if (VERSION_WORD.test(text.slice(Math.max(0, at - 12), at))) continue;
         const value = text.slice(at, hits[h + 1]);
-        if (!ipv4InRanges(value, this.#ignored)) found.push(match("ip", at, value));
+        let ignored = addresses.get(value);
+        if (ignored === undefined) {
+          addresses.set(value, ignored = ipv4InRanges(value, this.#ignored));
+        }
+        if (!ignored) found.push(match("ip", at, value));
       }
     }
     if (digits >= 7 && this.#phone) {
@@ -300,6 +307,8 @@ export class PersonalDataDetector {
   }
 
   #ipv6(text: string, found: PersonalDataMatch[]): void {
+    // Each distinct address is read and checked against the ranges once.
+    const addresses = new Map<string, boolean>();
     // From each `:` that starts a candidate, out to the ends of its run of hex digits, colons and
     // dots: a pattern that could start at any hex digit would try every letter a to f.
     for (let at = text.indexOf(":"), next = 0; at >= 0; at = text.indexOf(":", next)) {
@@ -334,10 +343,14 @@ export class PersonalDataDetector {
       const v = IPV6.exec(view)?.[0];
       if (v === undefined) continue;
       const ip = v.endsWith(".") ? v.slice(0, -1) : v;
-      const groups = ipv6Groups(ip);
-      if (groups && /[0-9a-f]/i.test(ip) && !ipv6InRanges(groups, this.#ignored)) {
-        found.push(match("ip", left, ip));
+      let address = addresses.get(ip);
+      if (address === undefined) {
+        const groups = ipv6Groups(ip);
+        address = groups !== undefined && /[0-9a-f]/i.test(ip) &&
+          !ipv6InRanges(groups, this.#ignored);
+        addresses.set(ip, address);
       }
+      if (address) found.push(match("ip", left, ip));
     }
   }
 }
