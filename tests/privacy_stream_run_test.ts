@@ -1,6 +1,6 @@
 /**
  * Tokenizing stdout while a run prints (`privacy.tokenize`), end to end: the real server, driven
- * by a real SDK client over stdio, runs TypeScript and Python code that prints well past the 16 KiB
+ * by a real SDK client over stdio, runs TypeScript and Python code that prints well past the 64 KiB
  * that are detected at once, and the model must see exactly what tokenizing the whole output
  * after the run gives: the same placeholders, numbered the same, and nothing of a value that the
  * output cap cut in two beyond what whole-text tokenization leaves.
@@ -97,8 +97,8 @@ function assertTokenizedAsWhole(stdout: string, raw: string): void {
 Deno.test("privacy.tokenize detects stdout while TypeScript and Python runs print, with the placeholders and numbers of whole-text tokenization", async (t) => {
   const server: ServerHarness = await startServer({ settings: SETTINGS });
   try {
-    await t.step("a TypeScript run printing 150 KB", async () => {
-      const upTo = 150_000;
+    await t.step("a TypeScript run printing 200 KB", async () => {
+      const upTo = 200_000;
       const raw = printed(upTo) + "\n" + LINES.slice(0, 200).map((l) => l + "\n").join("");
       const result = await server.runTs(typescript(upTo));
       assertEquals(result.error, undefined);
@@ -107,9 +107,9 @@ Deno.test("privacy.tokenize detects stdout while TypeScript and Python runs prin
     });
 
     await t.step(
-      "a Python run printing 120 KB, its values numbered after the first run's",
+      "a Python run printing 150 KB, its values numbered after the first run's",
       async () => {
-        const upTo = 120_000;
+        const upTo = 150_000;
         const result = await server.runPy(python(upTo));
         assertEquals(result.error, undefined);
         assertEquals(result.returnValue, printed(upTo).length);

@@ -19,10 +19,14 @@ const ordinary = (await Deno.readTextFile(new URL("privacy_ordinary.txt", FIXTUR
   .trimEnd().split("\n");
 const labelled = (await Deno.readTextFile(new URL("privacy_labelled.jsonl", FIXTURES)))
   .trimEnd().split("\n").map((l) => (JSON.parse(l) as { line: string }).line);
-/** Both fixtures, one labelled line (personal data) after every other ordinary one. */
-const corpus =
+/**
+ * Both fixtures, one labelled line (personal data) after every other ordinary one, three times:
+ * several batches of what is detected at once.
+ */
+const corpus = (
   ordinary.flatMap((line, i) => [line, labelled[i % labelled.length]].slice(0, 1 + i % 2))
-    .concat(labelled).join("\n") + "\n";
+    .concat(labelled).join("\n") + "\n"
+).repeat(3);
 
 /** A seeded generator, so that a failure can be run again. */
 function random(seed: number): (below: number) => number {
@@ -43,10 +47,10 @@ function stream(maxChars = Infinity): StdoutTokenizer {
   });
 }
 
-/** Pushes the text in pieces of random lengths (frames), from a few characters to 40 KiB. */
+/** Pushes the text in pieces of random lengths (frames), from a character to 100 KiB. */
 function pushRandomly(scanner: StdoutTokenizer, text: string, next: (below: number) => number) {
   for (let at = 0; at < text.length;) {
-    const size = next(4) === 0 ? 1 + next(40 * 1024) : 1 + next(200);
+    const size = next(4) === 0 ? 1 + next(100 * 1024) : 1 + next(200);
     scanner.push(text.slice(at, at + size));
     at += size;
   }
@@ -57,7 +61,7 @@ function same(actual: PersonalDataMatch[], text: string, message: string): void 
 }
 
 Deno.test("StdoutTokenizer.matches() equals whole-text detection for random chunkings of the fixtures", () => {
-  assert(corpus.length > 64 * 1024);
+  assert(corpus.length > 3 * 64 * 1024, `${corpus.length} characters`);
   const values = detector.find(corpus).length;
   assert(values > 500, `${values} values in the corpus`);
   for (let seed = 1; seed <= 12; seed++) {
@@ -80,7 +84,7 @@ Deno.test("StdoutTokenizer.matches() equals whole-text detection of a shown text
 });
 
 Deno.test("StdoutTokenizer stops detecting at maxChars and still matches a shown text cut there", () => {
-  for (const maxChars of [20_000, 40_000, 65_537]) {
+  for (const maxChars of [70_000, 140_000, 200_001]) {
     const scanner = stream(maxChars);
     pushRandomly(scanner, corpus, random(maxChars));
     const shown = corpus.slice(0, maxChars);
@@ -89,12 +93,12 @@ Deno.test("StdoutTokenizer stops detecting at maxChars and still matches a shown
 });
 
 Deno.test("StdoutTokenizer keeps a dotted quad after 'version' and a line end a version when the chunk starts there", () => {
-  const head = "x".repeat(17 * 1024) + "\nupgraded to release version\n";
+  const head = "x".repeat(65 * 1024) + "\nupgraded to release version\n";
   const text = head + "83.12.45.7 installed\nhost 83.12.45.8 up\n";
   // The whole text: the first quad is a version, the second an address.
   assertEquals(detector.find(text).map((m) => m.value), ["83.12.45.8"]);
   const scanner = stream();
-  scanner.push(head); // past 16 KiB: detected now, the next chunk starts after "version\n"
+  scanner.push(head); // past 64 KiB: detected now, the next chunk starts after "version\n"
   scanner.push(text.slice(head.length));
   same(scanner.matches(text), text, "version at a chunk boundary");
   // The same with the boundary as the shown text's last line end.
