@@ -13,8 +13,8 @@ import type { PersonalDataDetector, PersonalDataMatch } from "./detect.ts";
  * Pending complete lines detected at once: a run prints in many small frames, and each detection
  * call costs more than its text. Detecting 1 MB in chunks of 16 KiB took 15.6 ms (ordinary
  * corpus) and 44.7 ms (mixed) against 11.9 and 21.2 ms whole, in chunks of 64 KiB 16.7 and
- * 25.8 ms (values seen again in a later chunk are checked again: the detector keeps nothing
- * between calls). What is left for the run's end is at most this much, ~1-2 ms.
+ * 25.8 ms (most likely values seen again in a later chunk, checked again: the detector keeps
+ * nothing between calls). What is left for the run's end is at most this much, ~1-2 ms.
  */
 const BATCH_CHARS = 64 * 1024;
 /**
@@ -29,8 +29,8 @@ export interface StdoutTokenizerOptions {
   /** What counts as personal data; it holds no state between calls. */
   detector: PersonalDataDetector;
   /**
-   * The most characters the result can show (`limits.maxOutputBytes`: a UTF-8 byte is at least
-   * one UTF-16 unit), past which detecting is wasted.
+   * The most characters the result can show (`limits.maxOutputBytes`: each UTF-16 unit takes at
+   * least one UTF-8 byte), past which detecting is wasted.
    */
   maxChars: number;
   /** Gives the placeholders for a text's matches, in order. */
