@@ -8,7 +8,13 @@
  */
 import { abortError, type ExecutionErrorInfo } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { type Frame, FrameError, OutputBudget, OutputCapture } from "./frames.ts";
+import {
+  type Frame,
+  FrameError,
+  OutputBudget,
+  OutputCapture,
+  type OutputWatcher,
+} from "./frames.ts";
 import { keepParts, type RunOutputs } from "./output_store.ts";
 import type { ExecutionResult } from "./result.ts";
 
@@ -42,6 +48,11 @@ export interface RunLimits {
    * stops the run and a return value that does not fit fails it.
    */
   keep?: RunOutputs;
+  /**
+   * Sees stdout as it is captured: with `privacy.tokenize`, personal data is detected while the
+   * run prints rather than after it has ended.
+   */
+  watchStdout?: OutputWatcher;
   /** Aborting this kills the run (client cancellation, shutdown). */
   signal?: AbortSignal;
   /** Answers the code's requests (tool calls, discovery); without it they fail. */
@@ -212,7 +223,7 @@ export class Execution {
     this.#channel = channel;
     this.#options = options;
     this.#budget = new OutputBudget(options.maxOutputBytes);
-    this.#stdout = new OutputCapture(this.#budget, options.keep);
+    this.#stdout = new OutputCapture(this.#budget, options.keep, options.watchStdout);
     this.#stderr = new OutputCapture(this.#budget, options.keep);
   }
 

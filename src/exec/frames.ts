@@ -170,6 +170,19 @@ export interface OutputReserve {
   reserve(bytes: number): boolean;
 }
 
+/**
+ * Sees each piece of text a capture takes, in order, as it takes it: with `privacy.tokenize`,
+ * the run's stdout tokenizer, which detects personal data while the run prints.
+ */
+export interface OutputWatcher {
+  /**
+   * Takes the next piece of captured text.
+   *
+   * @param text The piece, as captured (cut at the cap when it was).
+   */
+  push(text: string): void;
+}
+
 /** Why a capture stopped taking text. */
 export type CaptureStop =
   /** The run's cap, with nothing to keep the rest in. */
@@ -207,6 +220,7 @@ export class OutputCapture {
   #parts: string[] = [];
   #budget: OutputBudget;
   #reserve: OutputReserve | undefined;
+  #watcher: OutputWatcher | undefined;
   #bytes = 0;
   #kept = false;
   #truncated = false;
@@ -217,10 +231,12 @@ export class OutputCapture {
    *
    * @param limit The cap in UTF-8 bytes, or a budget shared with other captures.
    * @param reserve Where a stream past the budget is kept whole; without it, it is cut.
+   * @param watcher Sees the text as it is captured.
    */
-  constructor(limit: number | OutputBudget, reserve?: OutputReserve) {
+  constructor(limit: number | OutputBudget, reserve?: OutputReserve, watcher?: OutputWatcher) {
     this.#budget = typeof limit === "number" ? new OutputBudget(limit) : limit;
     this.#reserve = reserve;
+    this.#watcher = watcher;
   }
 
   /**
@@ -233,7 +249,7 @@ export class OutputCapture {
     if (this.#truncated) return false;
     const bytes = encoder.encode(text);
     if (!this.#kept && bytes.length <= this.#budget.left) {
-      this.#parts.push(text);
+      this.#take(text);
       this.#budget.left -= bytes.length;
       this.#bytes += bytes.length;
       return true;
@@ -245,7 +261,7 @@ export class OutputCapture {
     // Cut on a character boundary: drop continuation bytes at the cut.
     let end = room;
     while (end > 0 && (bytes[end] & 0xc0) === 0x80) end--;
-    this.#parts.push(new TextDecoder().decode(bytes.subarray(0, end)));
+    this.#take(new TextDecoder().decode(bytes.subarray(0, end)));
     this.#budget.left -= end;
     this.#bytes += end;
     this.#truncated = true;
@@ -270,13 +286,18 @@ export class OutputCapture {
     }
     this.#bytes += fit;
     if (fit === bytes.length) {
-      this.#parts.push(text);
+      this.#take(text);
       return true;
     }
-    this.#parts.push(utf8Head(text, fit));
+    this.#take(utf8Head(text, fit));
     this.#stop = "maxBytes";
     this.#truncated = true;
     return false;
+  }
+
+  #take(text: string): void {
+    this.#parts.push(text);
+    this.#watcher?.push(text);
   }
 
   /** The captured text (all of it when kept). */

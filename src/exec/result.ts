@@ -4,6 +4,7 @@
  * @module
  */
 import type { ExecutionErrorInfo } from "../errors.ts";
+import type { StdoutTokenizer } from "../privacy/stream.ts";
 import type { RunTokenizer } from "../privacy/tokenizer.ts";
 import type { KeptOutput } from "./output_store.ts";
 
@@ -65,12 +66,18 @@ export interface ExecutionResult {
  *
  * @param result The execution result.
  * @param tokenizer The run's tokenizer.
+ * @param stdout What detected the run's stdout while it printed; without it, stdout is detected
+ *   here whole.
  * @returns The result with placeholders.
  */
-export function tokenizeResult(result: ExecutionResult, tokenizer: RunTokenizer): ExecutionResult {
+export function tokenizeResult(
+  result: ExecutionResult,
+  tokenizer: RunTokenizer,
+  stdout?: StdoutTokenizer,
+): ExecutionResult {
   const out: ExecutionResult = {
     ...result,
-    stdout: tokenizer.text(result.stdout),
+    stdout: stdout ? stdout.finish(result.stdout) : tokenizer.text(result.stdout),
     stderr: tokenizer.text(result.stderr),
   };
   if (result.returnValue !== undefined) out.returnValue = tokenizer.value(result.returnValue);

@@ -6,6 +6,7 @@
  * @module
  */
 import type { PersonalDataDetector } from "./detect.ts";
+import { StdoutTokenizer } from "./stream.ts";
 import { mapStrings, type PlaceholderVault } from "./vault.ts";
 
 /** Options of {@linkcode RunTokenizer}. */
@@ -42,6 +43,22 @@ export class RunTokenizer {
   text(text: string): string {
     const { vault, principal, detector } = this.#options;
     return vault.tokenize(principal, text, detector);
+  }
+
+  /**
+   * A tokenizer for the run's stdout that detects personal data while the run prints, so that
+   * little is left to do once it has ended.
+   *
+   * @param maxChars The most characters the result can show of it (`limits.maxOutputBytes`).
+   * @returns The stream's tokenizer: push what is captured, then finish with what is shown.
+   */
+  stream(maxChars: number): StdoutTokenizer {
+    const { vault, principal, detector } = this.#options;
+    return new StdoutTokenizer({
+      detector,
+      maxChars,
+      tokenize: (text, matches) => vault.tokenizeMatches(principal, text, matches),
+    });
   }
 
   /**

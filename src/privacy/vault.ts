@@ -11,6 +11,7 @@ import {
   PERSONAL_DATA_CATEGORIES,
   type PersonalDataCategory,
   type PersonalDataDetector,
+  type PersonalDataMatch,
   replaceMatches,
 } from "./detect.ts";
 
@@ -73,7 +74,25 @@ export class PlaceholderVault {
    * @returns The text with placeholders.
    */
   tokenize(principal: string, text: string, detector: PersonalDataDetector): string {
-    const matches = detector.find(text);
+    return this.tokenizeMatches(principal, text, detector.find(text));
+  }
+
+  /**
+   * Replaces personal data already found in a text by the principal's placeholders, giving new
+   * values the next number of their category in the order of the matches (a stream detected
+   * while a run printed, `StdoutTokenizer`).
+   *
+   * @param principal Whose placeholders.
+   * @param text Any text.
+   * @param matches The personal data in it, in order, none overlapping another (as
+   *   `PersonalDataDetector.find` returns them).
+   * @returns The text with placeholders.
+   */
+  tokenizeMatches(
+    principal: string,
+    text: string,
+    matches: readonly PersonalDataMatch[],
+  ): string {
     if (matches.length === 0) return text;
     const mine = this.#of(principal);
     const now = this.#now();

@@ -1,0 +1,168 @@
+/**
+ * `StdoutTokenizer`: personal data detected in a run's stdout while it arrives, in chunks, must
+ * be exactly what detecting the shown text whole finds, however the text is cut into frames and
+ * however the shown text is cut (the cap, a preview).
+ *
+ * @module
+ */
+import { assert, assertEquals } from "./_assert.ts";
+import { PersonalDataDetector, type PersonalDataMatch } from "../src/privacy/detect.ts";
+import { StdoutTokenizer } from "../src/privacy/stream.ts";
+import { RunTokenizer } from "../src/privacy/tokenizer.ts";
+import { PlaceholderVault } from "../src/privacy/vault.ts";
+import { OutputCapture, utf8Head } from "../src/exec/frames.ts";
+
+const FIXTURES = new URL("./fixtures/", import.meta.url);
+const detector = new PersonalDataDetector();
+
+const ordinary = (await Deno.readTextFile(new URL("privacy_ordinary.txt", FIXTURES)))
+  .trimEnd().split("\n");
+const labelled = (await Deno.readTextFile(new URL("privacy_labelled.jsonl", FIXTURES)))
+  .trimEnd().split("\n").map((l) => (JSON.parse(l) as { line: string }).line);
+/**
+ * Both fixtures, one labelled line (personal data) after every other ordinary one, three times:
+ * several batches of what is detected at once.
+ */
+const corpus = (
+  ordinary.flatMap((line, i) => [line, labelled[i % labelled.length]].slice(0, 1 + i % 2))
+    .concat(labelled).join("\n") + "\n"
+).repeat(3);
+
+/** A seeded generator, so that a failure can be run again. */
+function random(seed: number): (below: number) => number {
+  let state = seed;
+  return (below) => {
+    state = (state * 1103515245 + 12345) & 0x7fffffff;
+    return state % below;
+  };
+}
+
+function stream(maxChars = Infinity): StdoutTokenizer {
+  return new StdoutTokenizer({
+    detector,
+    maxChars,
+    tokenize: () => {
+      throw new Error("unused");
+    },
+  });
+}
+
+/** Pushes the text in pieces of random lengths (frames), from a character to 100 KiB. */
+function pushRandomly(scanner: StdoutTokenizer, text: string, next: (below: number) => number) {
+  for (let at = 0; at < text.length;) {
+    const size = next(4) === 0 ? 1 + next(100 * 1024) : 1 + next(200);
+    scanner.push(text.slice(at, at + size));
+    at += size;
+  }
+}
+
+function same(actual: PersonalDataMatch[], text: string, message: string): void {
+  assertEquals(actual, detector.find(text), message);
+}
+
+Deno.test("StdoutTokenizer.matches() equals whole-text detection for random chunkings of the fixtures", () => {
+  assert(corpus.length > 3 * 64 * 1024, `${corpus.length} characters`);
+  const values = detector.find(corpus).length;
+  assert(values > 500, `${values} values in the corpus`);
+  for (let seed = 1; seed <= 12; seed++) {
+    const next = random(seed);
+    const scanner = stream();
+    pushRandomly(scanner, corpus, next);
+    same(scanner.matches(corpus), corpus, `seed ${seed}`);
+  }
+});
+
+Deno.test("StdoutTokenizer.matches() equals whole-text detection of a shown text cut anywhere (the cap, a preview)", () => {
+  for (let seed = 1; seed <= 12; seed++) {
+    const next = random(100 + seed);
+    const scanner = stream();
+    pushRandomly(scanner, corpus, next);
+    // A preview is a UTF-8 head of what was captured: any prefix, mid-line or not.
+    const shown = utf8Head(corpus, next(corpus.length));
+    same(scanner.matches(shown), shown, `seed ${seed}, ${shown.length} characters shown`);
+  }
+});
+
+Deno.test("StdoutTokenizer stops detecting at maxChars and still matches a shown text cut there", () => {
+  for (const maxChars of [70_000, 140_000, 200_001]) {
+    const scanner = stream(maxChars);
+    pushRandomly(scanner, corpus, random(maxChars));
+    const shown = corpus.slice(0, maxChars);
+    same(scanner.matches(shown), shown, `maxChars ${maxChars}`);
+  }
+});
+
+Deno.test("StdoutTokenizer keeps a dotted quad after 'version' and a line end a version when the chunk starts there", () => {
+  const head = "x".repeat(65 * 1024) + "\nupgraded to release version\n";
+  const text = head + "83.12.45.7 installed\nhost 83.12.45.8 up\n";
+  // The whole text: the first quad is a version, the second an address.
+  assertEquals(detector.find(text).map((m) => m.value), ["83.12.45.8"]);
+  const scanner = stream();
+  scanner.push(head); // past 64 KiB: detected now, the next chunk starts after "version\n"
+  scanner.push(text.slice(head.length));
+  same(scanner.matches(text), text, "version at a chunk boundary");
+  // The same with the boundary as the shown text's last line end.
+  const shown = text.slice(0, head.length + 5);
+  same(scanner.matches(shown), shown, "version before the tail");
+});
+
+Deno.test("StdoutTokenizer matches whole-text detection with CRLF line ends", () => {
+  const text = corpus.replaceAll("\n", "\r\n");
+  for (let seed = 1; seed <= 4; seed++) {
+    const scanner = stream();
+    pushRandomly(scanner, text, random(200 + seed));
+    same(scanner.matches(text), text, `seed ${seed}`);
+  }
+});
+
+Deno.test("StdoutTokenizer matches whole-text detection when the shown text ends inside a value", () => {
+  const filler = "ordinary line 1.2.3 ok\n".repeat(1000);
+  for (const value of ["jane.doe@example.org", "+1 415-555-2671", "4111 1111 1111 1111"]) {
+    const text = `${filler}contact ${value} today\n${filler}`;
+    const at = text.indexOf(value);
+    for (let cut = at; cut <= at + value.length; cut++) {
+      const scanner = stream();
+      pushRandomly(scanner, text, random(cut));
+      same(scanner.matches(text.slice(0, cut)), text.slice(0, cut), `${value} cut at ${cut - at}`);
+    }
+  }
+});
+
+Deno.test("StdoutTokenizer detects the shown text whole when it does not start with what was pushed", () => {
+  const scanner = stream();
+  scanner.push(corpus);
+  const shown = "jane.doe@example.org\n" + corpus;
+  same(scanner.matches(shown), shown, "a different text");
+});
+
+Deno.test("RunTokenizer.stream() gives the same placeholders, numbered the same, as RunTokenizer.text()", () => {
+  const tokenizer = () =>
+    new RunTokenizer({
+      vault: new PlaceholderVault({ ttlMs: 60_000, maxValuesPerPrincipal: 10_000 }),
+      principal: "local",
+      detector,
+      rawServers: [],
+    });
+  const whole = tokenizer().text(corpus);
+  const stdout = tokenizer().stream(1024 * 1024);
+  pushRandomly(stdout, corpus, random(7));
+  const streamed = stdout.finish(corpus);
+  assert(/<email_12>/.test(whole) && /<phone_3>/.test(whole), whole.slice(0, 500));
+  assertEquals(streamed, whole);
+});
+
+Deno.test("StdoutTokenizer takes a long line in many frames and detects it once it ends", () => {
+  const text = "x".repeat(200_000) + " jane.doe@example.org\n" + corpus.slice(0, 30_000);
+  const scanner = stream();
+  for (let at = 0; at < text.length; at += 100) scanner.push(text.slice(at, at + 100));
+  same(scanner.matches(text), text, "a long line");
+});
+
+Deno.test("OutputCapture gives its watcher exactly the text it captures, up to the cap", () => {
+  const pieces: string[] = [];
+  const capture = new OutputCapture(1000, undefined, { push: (text) => pieces.push(text) });
+  let i = 0;
+  while (capture.add(`line ${i} jane.doe@example.org\n`)) i++;
+  assertEquals(capture.truncated, true);
+  assertEquals(pieces.join(""), capture.text);
+});
