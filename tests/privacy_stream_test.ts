@@ -47,11 +47,15 @@ function stream(maxChars = Infinity): StdoutTokenizer {
   });
 }
 
-/** Pushes the text in pieces of random lengths (frames), from a character to 100 KiB. */
+/**
+ * Pushes the text in pieces of random lengths (frames), from a character to 100 KiB, with quiet
+ * moments (detection of the lines pending) after a random tenth of them.
+ */
 function pushRandomly(scanner: StdoutTokenizer, text: string, next: (below: number) => number) {
   for (let at = 0; at < text.length;) {
     const size = next(4) === 0 ? 1 + next(100 * 1024) : 1 + next(200);
     scanner.push(text.slice(at, at + size));
+    if (next(10) === 0) scanner.detectPending();
     at += size;
   }
 }
@@ -98,7 +102,8 @@ Deno.test("StdoutTokenizer keeps a dotted quad after 'version' and a line end a 
   // The whole text: the first quad is a version, the second an address.
   assertEquals(detector.find(text).map((m) => m.value), ["83.12.45.8"]);
   const scanner = stream();
-  scanner.push(head); // past 64 KiB: detected now, the next chunk starts after "version\n"
+  scanner.push(head);
+  scanner.detectPending(); // the next chunk starts after "version\n"
   scanner.push(text.slice(head.length));
   same(scanner.matches(text), text, "version at a chunk boundary");
   // The same with the boundary as the shown text's last line end.
@@ -156,6 +161,18 @@ Deno.test("StdoutTokenizer takes a long line in many frames and detects it once 
   const scanner = stream();
   for (let at = 0; at < text.length; at += 100) scanner.push(text.slice(at, at + 100));
   same(scanner.matches(text), text, "a long line");
+});
+
+Deno.test("StdoutTokenizer detects the lines pending once stdout is quiet, and stop() ends the wait", async () => {
+  const scanner = stream();
+  scanner.push("mail jane.doe@example.org\nand a half line");
+  assertEquals(scanner.detectedChars, 0);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assertEquals(scanner.detectedChars, "mail jane.doe@example.org\n".length);
+  const text = "mail jane.doe@example.org\nand a half line ends\n";
+  scanner.push(" ends\n");
+  // The run ends before stdout is quiet: nothing is left waiting (the test's sanitizer checks).
+  same(scanner.matches(text), text, "after a quiet moment");
 });
 
 Deno.test("OutputCapture gives its watcher exactly the text it captures, up to the cap", () => {

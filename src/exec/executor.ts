@@ -300,8 +300,8 @@ export class Executor {
   ): Promise<ExecutionResult> {
     const executionId = crypto.randomUUID();
     const tokenizer = this.#privacy.tokenizer(options.principal ?? LOCAL_PRINCIPAL);
-    // Personal data in stdout is detected while the run prints, so that the run's end waits for
-    // its last lines only (issue #15: 1 MB took 12-30 ms to detect after the run).
+    // Personal data in stdout is detected in the run's quiet moments, so that the end of a run
+    // that printed while it worked waits for its last lines only (issue #15).
     const stdout = tokenizer?.stream(this.#settings.limits.maxOutputBytes);
     this.#running++;
     let result: ExecutionResult;
@@ -310,6 +310,7 @@ export class Executor {
         this.#execute(code, options, lease, { executionId, tokenizer, stdout, language })
       );
     } finally {
+      stdout?.stop();
       if (--this.#running === 0) { for (const resolve of this.#settled.splice(0)) resolve(); }
     }
     if (tokenizer) result = tokenizeResult(result, tokenizer, stdout);

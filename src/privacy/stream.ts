@@ -1,22 +1,22 @@
 /**
- * Tokenizing a run's stdout while the run prints (`privacy.tokenize`): detection of the complete
- * lines received so far runs as the output arrives, so that at the end of the run only the last
- * lines are left to detect. The placeholders themselves are given at the end, from the ordered
- * matches, so that their numbers follow the order of appearance as when the text is tokenized
- * whole.
+ * Tokenizing a run's stdout while the run prints (`privacy.tokenize`): the complete lines received
+ * so far are detected whenever stdout is quiet for a moment (a program waiting on a tool, on an
+ * LLM, on its own work), so that at the end of such a run only its last lines are left to detect.
+ * The placeholders themselves are given at the end, from the ordered matches, so that their
+ * numbers follow the order of appearance as when the text is tokenized whole.
  *
  * @module
  */
 import type { PersonalDataDetector, PersonalDataMatch } from "./detect.ts";
 
 /**
- * Pending complete lines detected at once: a run prints in many small frames, and each detection
- * call costs more than its text. Detecting 1 MB in chunks of 16 KiB took 15.6 ms (ordinary
- * corpus) and 44.7 ms (mixed) against 11.9 and 21.2 ms whole, in chunks of 64 KiB 16.7 and
- * 25.8 ms (most likely values seen again in a later chunk, checked again: the detector keeps
- * nothing between calls). What is left for the run's end is at most this much, ~1-2 ms.
+ * How long stdout must be quiet before the complete lines pending are detected. Detecting as
+ * the frames arrive would hold up the reading of the next ones: a program that prints flat out
+ * then waits on a full pipe, and the run got longer by what detection costs (+22 ms ordinary,
+ * +50 ms mixed, bench/privacy_run.ts). In the pauses of a program that waits on tools or
+ * thinks, the host is idle: detection there costs the run nothing.
  */
-const BATCH_CHARS = 64 * 1024;
+const QUIET_MS = 2;
 /**
  * Characters of the text before a chunk that the chunk is detected with. No match spans a
  * newline, and every look-behind of the detector sees a `\n` as the start of the text, except the
@@ -62,6 +62,10 @@ export class StdoutTokenizer {
   #full = false;
   /** The matches in the text detected so far, at their offsets in the whole text. */
   #matches: PersonalDataMatch[] = [];
+  /** When the last piece arrived. */
+  #lastPush = 0;
+  /** Fires once stdout has been quiet for {@linkcode QUIET_MS}; undefined when not set. */
+  #timer: ReturnType<typeof setTimeout> | undefined;
 
   /**
    * Starts with nothing received.
@@ -73,8 +77,8 @@ export class StdoutTokenizer {
   }
 
   /**
-   * Takes the next piece of stdout, in order, and detects the complete lines pending once there
-   * are enough of them.
+   * Takes the next piece of stdout, in order; the complete lines pending are detected once
+   * stdout has been quiet for a moment ({@linkcode StdoutTokenizer.detectPending}).
    *
    * @param text What the run printed next, as captured.
    */
@@ -90,7 +94,39 @@ export class StdoutTokenizer {
     const lineEnd = text.lastIndexOf("\n");
     if (lineEnd >= 0) this.#pendingLines = this.#pending.length + lineEnd + 1;
     this.#pending += text;
-    if (this.#pendingLines >= BATCH_CHARS) this.#detectLines();
+    this.#lastPush = performance.now();
+    if (this.#pendingLines > 0 && this.#timer === undefined) this.#wait(QUIET_MS);
+  }
+
+  /**
+   * Detects the complete lines received and not detected yet (what a quiet moment of stdout
+   * does).
+   */
+  detectPending(): void {
+    if (this.#pendingLines > 0) this.#detectLines();
+  }
+
+  /** How many characters have been detected so far. */
+  get detectedChars(): number {
+    return this.#scannedChars;
+  }
+
+  /** Stops waiting for a quiet moment: the run has ended. */
+  stop(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #wait(ms: number): void {
+    const timer = setTimeout(() => {
+      this.#timer = undefined;
+      const quiet = performance.now() - this.#lastPush;
+      if (quiet < QUIET_MS) this.#wait(QUIET_MS - quiet);
+      else this.detectPending();
+    }, ms);
+    // A run's end never waits for it (stop() clears it then).
+    Deno.unrefTimer(timer);
+    this.#timer = timer;
   }
 
   /**
@@ -102,6 +138,7 @@ export class StdoutTokenizer {
    * @returns The matches, in order.
    */
   matches(shown: string): PersonalDataMatch[] {
+    this.stop();
     const upTo = Math.min(this.#scannedChars, shown.length);
     if (!this.#startsWithScanned(shown, upTo)) return this.#options.detector.find(shown);
     const end = upTo === 0 ? 0 : shown.lastIndexOf("\n", upTo - 1) + 1;
