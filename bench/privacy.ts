@@ -8,8 +8,11 @@
  * slower case: nothing the detector learnt about a value serves again).
  * Each row gives the wall time of 30 tokenizations (after at least 10 and 3 s of them to warm up:
  * a server tokenizes every run) and `cpuMs`, this thread's CPU time per tokenization over the
- * same 30: on a loaded machine the first waits for a CPU and the second does not. Goal (issue
- * #15): at most 20 ms for 1 MB. `deno run -A bench/privacy.ts [corpus...]`
+ * same 30: on a loaded machine the first waits for a CPU and the second does not. Each row also
+ * gives `scanMedianMs`, the median of one plain pass over the text counting its digits, timed
+ * just before each tokenization, and `timesScan`, the median of tokenization / that pass: this
+ * machine's speed drifts by up to 2x over seconds (a noisy neighbour), and the ratio does not.
+ * Goal (issue #15): at most 20 ms for 1 MB. `deno run -A bench/privacy.ts [corpus...]`
  *
  * @module
  */
@@ -84,6 +87,13 @@ function threadCpuMs(): number | undefined {
   }
 }
 
+/** One pass over the text counting its digits: the baseline each tokenization is compared with. */
+function countDigits(text: string): number {
+  let digits = 0;
+  for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) - 48 >>> 0 <= 9) digits++;
+  return digits;
+}
+
 const settings = resolveSettings({ privacy: { tokenize: true } }, "bench").privacy;
 // One detector, as the host has one for all runs; a fresh vault each time: every value is new.
 const detector = detectorFor(settings);
@@ -98,6 +108,11 @@ for (const [name, make] of corpora.filter(([n]) => !Deno.args.length || Deno.arg
       detector,
       rawServers: [],
     });
+    // The same-process baseline: one plain pass over the text (the least any detector does), just
+    // before; this machine's speed drifts by up to 2x over seconds, and the ratio does not.
+    let scanned = performance.now();
+    if (countDigits(text) < 0) throw new Error("unreachable");
+    scanned = performance.now() - scanned;
     const started = performance.now();
     const out = tokenizeResult(
       { ok: true, stdout: text, stderr: "", durationMs: 0, toolCalls: [] },
@@ -105,7 +120,7 @@ for (const [name, make] of corpora.filter(([n]) => !Deno.args.length || Deno.arg
     );
     const ms = performance.now() - started;
     if (out.stdout.length === 0) throw new Error("unreachable");
-    return Promise.resolve(ms);
+    return Promise.resolve({ ms, scanned });
   };
   // A server has tokenized many runs before this one: warm up for 10 tokenizations and 3 s, so
   // that V8's optimizing compiler, a background thread that a loaded machine starves, is done.
@@ -113,13 +128,24 @@ for (const [name, make] of corpora.filter(([n]) => !Deno.args.length || Deno.arg
     await tokenize();
   }
   const cpuBefore = threadCpuMs();
-  const samples = await repeat({ warmup: 0, iterations: 30 }, tokenize);
+  const runs = await repeat({ warmup: 0, iterations: 30 }, tokenize);
+  const samples = runs.map((r) => r.ms);
+  const scan = stats(runs.map((r) => r.scanned));
+  const ratios = runs.map((r) => r.ms / r.scanned).sort((a, b) => a - b);
   const cpuAfter = threadCpuMs();
   const cpuMs = cpuBefore === undefined || cpuAfter === undefined
     ? undefined
     : Math.round((cpuAfter - cpuBefore) / samples.length * 10) / 10;
   console.log(
-    JSON.stringify({ corpus: name, bytes: text.length, load, cpuMs, ...stats(samples) }),
+    JSON.stringify({
+      corpus: name,
+      bytes: text.length,
+      load,
+      cpuMs,
+      ...stats(samples),
+      scanMedianMs: scan.medianMs,
+      timesScan: Math.round(ratios[ratios.length >> 1] * 10) / 10,
+    }),
   );
 }
 log(`load after: ${await loadAverage()}`);
