@@ -175,6 +175,15 @@ Deno.test("StdoutTokenizer detects the lines pending once stdout is quiet, and s
   same(scanner.matches(text), text, "after a quiet moment");
 });
 
+Deno.test("StdoutTokenizer detects a long quiet backlog a slice at a time, and equals whole-text detection", async () => {
+  const scanner = stream();
+  const text = corpus.slice(0, corpus.lastIndexOf("\n", 300_000) + 1);
+  scanner.push(text + "a half line");
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assertEquals(scanner.detectedChars, text.length);
+  same(scanner.matches(text), text, "a backlog detected in slices");
+});
+
 Deno.test("OutputCapture gives its watcher exactly the text it captures, up to the cap", () => {
   const pieces: string[] = [];
   const capture = new OutputCapture(1000, undefined, { push: (text) => pieces.push(text) });

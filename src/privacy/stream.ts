@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { PersonalDataDetector, PersonalDataMatch } from "./detect.ts";
+import type { DetectMemo, PersonalDataDetector, PersonalDataMatch } from "./detect.ts";
 
 /**
  * How long stdout must be quiet before the complete lines pending are detected. Detecting as
@@ -17,6 +17,11 @@ import type { PersonalDataDetector, PersonalDataMatch } from "./detect.ts";
  * thinks, the host is idle: detection there costs the run nothing.
  */
 const QUIET_MS = 2;
+/**
+ * The most characters detected at a time in a quiet moment (about half a millisecond): a frame
+ * that arrives meanwhile waits at most that long, and the rest waits for the next quiet moment.
+ */
+const SLICE_CHARS = 32 * 1024;
 /**
  * Characters of the text before a chunk that the chunk is detected with. No match spans a
  * newline, and every look-behind of the detector sees a `\n` as the start of the text, except the
@@ -62,6 +67,8 @@ export class StdoutTokenizer {
   #full = false;
   /** The matches in the text detected so far, at their offsets in the whole text. */
   #matches: PersonalDataMatch[] = [];
+  /** The detector's verdicts on the candidates of this stdout, kept from chunk to chunk. */
+  #memo: DetectMemo = { phones: new Map(), ipv4: new Map(), ipv6: new Map() };
   /** When the last piece arrived. */
   #lastPush = 0;
   /** Fires once stdout has been quiet for {@linkcode QUIET_MS}; undefined when not set. */
@@ -103,7 +110,7 @@ export class StdoutTokenizer {
    * does).
    */
   detectPending(): void {
-    if (this.#pendingLines > 0) this.#detectLines();
+    if (this.#pendingLines > 0) this.#detectLines(this.#pendingLines);
   }
 
   /** How many characters have been detected so far. */
@@ -121,8 +128,16 @@ export class StdoutTokenizer {
     const timer = setTimeout(() => {
       this.#timer = undefined;
       const quiet = performance.now() - this.#lastPush;
-      if (quiet < QUIET_MS) this.#wait(QUIET_MS - quiet);
-      else this.detectPending();
+      if (quiet < QUIET_MS) return this.#wait(QUIET_MS - quiet);
+      // A slice of the complete lines pending (a longer line whole), then the next frames.
+      const lines = this.#pendingLines;
+      if (lines === 0) return;
+      const cut = lines <= SLICE_CHARS
+        ? lines
+        : this.#pending.lastIndexOf("\n", SLICE_CHARS - 1) + 1 ||
+          this.#pending.indexOf("\n", SLICE_CHARS) + 1;
+      this.#detectLines(cut);
+      if (this.#pendingLines > 0) this.#wait(0);
     }, ms);
     // A run's end never waits for it (stop() clears it then).
     Deno.unrefTimer(timer);
@@ -159,11 +174,11 @@ export class StdoutTokenizer {
     return this.#options.tokenize(shown, this.matches(shown));
   }
 
-  #detectLines(): void {
-    const cut = this.#pendingLines;
+  /** Detects the first `cut` characters pending, which end at a line end. */
+  #detectLines(cut: number): void {
     const chunk = this.#pending.slice(0, cut);
     this.#pending = this.#pending.slice(cut);
-    this.#pendingLines = 0;
+    this.#pendingLines -= cut;
     const start = this.#scannedChars;
     for (const m of this.#detect(chunk, start, this.#context)) this.#matches.push(m);
     this.#scanned.push(chunk);
@@ -177,7 +192,7 @@ export class StdoutTokenizer {
    * text.
    */
   #detect(chunk: string, start: number, context: string): PersonalDataMatch[] {
-    const found = this.#options.detector.find(context + chunk);
+    const found = this.#options.detector.find(context + chunk, this.#memo);
     const shift = start - context.length;
     const out: PersonalDataMatch[] = [];
     for (const m of found) {
