@@ -12,7 +12,12 @@
  * gives `scanMedianMs`, the median of one plain pass over the text counting its digits, timed
  * just before each tokenization, and `timesScan`, the median of tokenization / that pass: this
  * machine's speed drifts by up to 2x over seconds (a noisy neighbour), and the ratio does not.
- * Goal (issue #15): at most 20 ms for 1 MB. `deno run -A bench/privacy.ts [corpus...]`
+ * With `--baseline DIR` (the root of another checkout, e.g. `git worktree add /tmp/base e7d50cc`),
+ * each sample also tokenizes the text with that checkout's detector and vault, right after, and
+ * the row gives its median and the median of the paired ratios (now / baseline); `cpuMs` then
+ * counts the scan and the baseline too.
+ * Goal (issue #15): at most 20 ms for 1 MB.
+ * `deno run -A bench/privacy.ts [--baseline DIR] [corpus...]`
  *
  * @module
  */
@@ -94,11 +99,27 @@ function countDigits(text: string): number {
   return digits;
 }
 
+const args = [...Deno.args];
+const at = args.indexOf("--baseline");
+const baselineDir = at >= 0 ? args.splice(at, 2)[1] : undefined;
+/** Tokenizes a text with another checkout's detector and vault, as its executor would. */
+type Tokenize = (text: string) => string;
+let baseline: Tokenize | undefined;
+if (baselineDir) {
+  const root = new URL(`file://${baselineDir.replace(/\/?$/, "/")}src/privacy/`);
+  const { detectorFor: baseDetectorFor } = await import(new URL("redaction.ts", root).href);
+  const { PlaceholderVault: BaseVault } = await import(new URL("vault.ts", root).href);
+  const baseDetector = baseDetectorFor(
+    resolveSettings({ privacy: { tokenize: true } }, "bench").privacy,
+  );
+  baseline = (text) => new BaseVault(settings).tokenize("bench", text, baseDetector);
+}
+
 const settings = resolveSettings({ privacy: { tokenize: true } }, "bench").privacy;
 // One detector, as the host has one for all runs; a fresh vault each time: every value is new.
 const detector = detectorFor(settings);
 log(`load before: ${await loadAverage()}`);
-for (const [name, make] of corpora.filter(([n]) => !Deno.args.length || Deno.args.includes(n))) {
+for (const [name, make] of corpora.filter(([n]) => !args.length || args.includes(n))) {
   const text = make();
   const load = await loadAverage();
   const tokenize = () => {
@@ -120,7 +141,13 @@ for (const [name, make] of corpora.filter(([n]) => !Deno.args.length || Deno.arg
     );
     const ms = performance.now() - started;
     if (out.stdout.length === 0) throw new Error("unreachable");
-    return Promise.resolve({ ms, scanned });
+    let base = NaN;
+    if (baseline) {
+      base = performance.now();
+      if (baseline(text).length === 0) throw new Error("unreachable");
+      base = performance.now() - base;
+    }
+    return Promise.resolve({ ms, scanned, base });
   };
   // A server has tokenized many runs before this one: warm up for 10 tokenizations and 3 s, so
   // that V8's optimizing compiler, a background thread that a loaded machine starves, is done.
@@ -132,6 +159,14 @@ for (const [name, make] of corpora.filter(([n]) => !Deno.args.length || Deno.arg
   const samples = runs.map((r) => r.ms);
   const scan = stats(runs.map((r) => r.scanned));
   const ratios = runs.map((r) => r.ms / r.scanned).sort((a, b) => a - b);
+  const vsBaseline = baseline
+    ? {
+      baselineMedianMs: stats(runs.map((r) => r.base)).medianMs,
+      timesBaseline: Math.round(
+        runs.map((r) => r.ms / r.base).sort((a, b) => a - b)[runs.length >> 1] * 100,
+      ) / 100,
+    }
+    : {};
   const cpuAfter = threadCpuMs();
   const cpuMs = cpuBefore === undefined || cpuAfter === undefined
     ? undefined
@@ -145,6 +180,7 @@ for (const [name, make] of corpora.filter(([n]) => !Deno.args.length || Deno.arg
       ...stats(samples),
       scanMedianMs: scan.medianMs,
       timesScan: Math.round(ratios[ratios.length >> 1] * 10) / 10,
+      ...vsBaseline,
     }),
   );
 }
