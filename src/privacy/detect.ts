@@ -108,7 +108,10 @@ export function luhnValid(digits: string): boolean {
   return sum % 10 === 0;
 }
 
-/** {@linkcode luhnValid} of the digits of `text[start, end)`, a card number maybe with spaces or dashes. */
+/**
+ * {@linkcode luhnValid} of the digits of `text[start, end)`, a card number maybe written with
+ * spaces or dashes.
+ */
 function luhnValidSpaced(text: string, start: number, end: number): boolean {
   let sum = 0;
   for (let i = end - 1, nth = 0; i >= start; i--) {

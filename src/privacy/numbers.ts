@@ -102,9 +102,8 @@ export const PHONE: NumberPattern = {
 /**
  * Finds each run of digits, spaces, dots, dashes and parentheses (with the `+` or `(` before it)
  * that holds `minDigits` digits or more (seven after a `+`), or three dots: what the number
- * patterns need; and each place
- * two capitals and two digits start (an IBAN's country and checksum), which is always a run's
- * start. By hand, in one pass: a pattern for the runs costs 15 to 25 ms a megabyte, one for the
+ * patterns need; and each place two capitals and two digits start (an IBAN's country and
+ * checksum), which is always a run's start. By hand, in one pass: a pattern for the runs costs 15 to 25 ms a megabyte, one for the
  * capitals 2, and this loop 3 to 5 for both (bench/privacy.ts). It calls nothing, so that V8
  * optimizes it once for all texts (a callback per text made it throw its code away each time),
  * and returns an array, not an object (whose property stores, never run before the optimized
@@ -251,7 +250,7 @@ export function eachNumber(
       case IPV4_KIND: // four groups of one to three digits, dotted
         if (group === 0 || group > 3 || !dottedQuadAt(text, next)) continue;
         break;
-      default: // from `+` or `(`, a digit; from a digit, its group (at most 8), a separator, a digit
+      default: // a phone: after `+` or `(`, a digit; else its group (≤ 8), a separator, a digit
         if (group === 0 ? !digitAt(text, p + 1) : group > 8 || !phoneSeparatorAt(text, next)) {
           continue;
         }
