@@ -184,6 +184,31 @@ Deno.test("StdoutTokenizer detects a long quiet backlog a slice at a time, and e
   same(scanner.matches(text), text, "a backlog detected in slices");
 });
 
+Deno.test("StdoutTokenizer survives a detector that throws in a quiet moment, and detects the shown text whole", async () => {
+  let calls = 0;
+  const flaky = {
+    find(text: string) {
+      // The first call is the quiet moment's; later ones are the run's end.
+      if (calls++ === 0) throw new Error("detector failed");
+      return detector.find(text);
+    },
+  } as PersonalDataDetector;
+  const scanner = new StdoutTokenizer({
+    detector: flaky,
+    maxChars: Infinity,
+    tokenize: () => "",
+  });
+  const text = "mail jane.doe@example.org\n";
+  scanner.push(text);
+  // A throw in the timer would end this test process; it is caught and remembered.
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assertEquals(scanner.detectedChars, 0);
+  scanner.push("more " + text);
+  const shown = text + "more " + text;
+  same(scanner.matches(shown), shown, "detected whole after the failure");
+  assertEquals(calls, 2);
+});
+
 Deno.test("OutputCapture gives its watcher exactly the text it captures, up to the cap", () => {
   const pieces: string[] = [];
   const capture = new OutputCapture(1000, undefined, { push: (text) => pieces.push(text) });

@@ -65,6 +65,8 @@ export class StdoutTokenizer {
   #pendingLines = 0;
   /** Set once the text received reaches `maxChars`. */
   #full = false;
+  /** Set when detecting in a quiet moment threw: the shown text is then detected whole. */
+  #failed = false;
   /** The matches in the text detected so far, at their offsets in the whole text. */
   #matches: PersonalDataMatch[] = [];
   /** The detector's verdicts on the candidates of this stdout, kept from chunk to chunk. */
@@ -90,7 +92,7 @@ export class StdoutTokenizer {
    * @param text What the run printed next, as captured.
    */
   push(text: string): void {
-    if (this.#full) return;
+    if (this.#full || this.#failed) return;
     const room = this.#options.maxChars - this.#scannedChars - this.#pending.length;
     if (text.length >= room) {
       this.#full = true;
@@ -136,7 +138,14 @@ export class StdoutTokenizer {
         ? lines
         : this.#pending.lastIndexOf("\n", SLICE_CHARS - 1) + 1 ||
           this.#pending.indexOf("\n", SLICE_CHARS) + 1;
-      this.#detectLines(cut);
+      try {
+        this.#detectLines(cut);
+      } catch {
+        // Nothing thrown here may reach the event loop (it would end the server): the run's
+        // end detects its stdout whole instead, and reports what that throws to the run.
+        this.#failed = true;
+        return;
+      }
       if (this.#pendingLines > 0) this.#wait(0);
     }, ms);
     // A run's end never waits for it (stop() clears it then).
@@ -155,7 +164,9 @@ export class StdoutTokenizer {
   matches(shown: string): PersonalDataMatch[] {
     this.stop();
     const upTo = Math.min(this.#scannedChars, shown.length);
-    if (!this.#startsWithScanned(shown, upTo)) return this.#options.detector.find(shown);
+    if (this.#failed || !this.#startsWithScanned(shown, upTo)) {
+      return this.#options.detector.find(shown);
+    }
     const end = upTo === 0 ? 0 : shown.lastIndexOf("\n", upTo - 1) + 1;
     const kept = this.#matches;
     let count = 0;
