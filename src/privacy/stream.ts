@@ -43,7 +43,7 @@ export interface StdoutTokenizerOptions {
 }
 
 /**
- * One run's stdout, detected line by line as it arrives and tokenized at the end.
+ * One run's stdout, its complete lines detected in the run's quiet moments, tokenized at the end.
  *
  * @example
  * ```ts ignore
