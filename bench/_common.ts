@@ -496,7 +496,42 @@ export async function concurrentCalls(
 }
 
 /**
- * Times `deno run --no-config -q tiny.ts` per call: the floor of any spawn-per-call design.
+ * A bare `deno run --no-config -q tiny.ts`, ready to time one call at a time: the floor of any
+ * spawn-per-call design.
+ *
+ * @returns `run()`, which times one run (and throws when the script fails), and `close()`,
+ * which removes the script.
+ */
+export async function bareDenoRun(): Promise<{ run(): Promise<number>; close(): Promise<void> }> {
+  const dir = await Deno.makeTempDir({ prefix: "ce-bench-bare-" });
+  const script = join(dir, "tiny.ts");
+  await Deno.writeTextFile(script, "const one: number = 1;\nif (one !== 1) Deno.exit(1);\n");
+  const command = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--no-config", "-q", script],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  });
+  return {
+    async run() {
+      const started = performance.now();
+      const output = await command.output();
+      const elapsed = performance.now() - started;
+      if (!output.success) {
+        throw new Error(
+          `The bare deno run failed with code ${output.code}: ${
+            new TextDecoder().decode(output.stderr)
+          }`,
+        );
+      }
+      return elapsed;
+    },
+    close: () => Deno.remove(dir, { recursive: true }).catch(() => {}),
+  };
+}
+
+/**
+ * Times {@linkcode bareDenoRun} per call.
  *
  * @param iterations Measured runs.
  * @param warmup Runs before them, not counted.
@@ -504,32 +539,11 @@ export async function concurrentCalls(
  * @throws {Error} When the script fails.
  */
 export async function timeDenoRun(iterations: number, warmup: number): Promise<Stats> {
-  const dir = await Deno.makeTempDir({ prefix: "ce-bench-baseline-" });
+  const bare = await bareDenoRun();
   try {
-    const script = join(dir, "tiny.ts");
-    await Deno.writeTextFile(script, "const one: number = 1;\nif (one !== 1) Deno.exit(1);\n");
-    const command = new Deno.Command(Deno.execPath(), {
-      args: ["run", "--no-config", "-q", script],
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    });
-    const samples = await repeat({ iterations, warmup }, async () => {
-      const started = performance.now();
-      const output = await command.output();
-      const elapsed = performance.now() - started;
-      if (!output.success) {
-        throw new Error(
-          `Baseline script failed with code ${output.code}: ${
-            new TextDecoder().decode(output.stderr)
-          }`,
-        );
-      }
-      return elapsed;
-    });
-    return stats(samples);
+    return stats(await repeat({ iterations, warmup }, () => bare.run()));
   } finally {
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
+    await bare.close();
   }
 }
 

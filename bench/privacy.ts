@@ -99,25 +99,22 @@ function countDigits(text: string): number {
   return digits;
 }
 
+const settings = resolveSettings({ privacy: { tokenize: true } }, "bench").privacy;
+// One detector, as the host has one for all runs; a fresh vault each time: every value is new.
+const detector = detectorFor(settings);
+
 const args = [...Deno.args];
 const at = args.indexOf("--baseline");
 const baselineDir = at >= 0 ? args.splice(at, 2)[1] : undefined;
 /** Tokenizes a text with another checkout's detector and vault, as its executor would. */
-type Tokenize = (text: string) => string;
-let baseline: Tokenize | undefined;
+let baseline: ((text: string) => string) | undefined;
 if (baselineDir) {
   const root = new URL(`file://${baselineDir.replace(/\/?$/, "/")}src/privacy/`);
   const { detectorFor: baseDetectorFor } = await import(new URL("redaction.ts", root).href);
   const { PlaceholderVault: BaseVault } = await import(new URL("vault.ts", root).href);
-  const baseDetector = baseDetectorFor(
-    resolveSettings({ privacy: { tokenize: true } }, "bench").privacy,
-  );
+  const baseDetector = baseDetectorFor(settings);
   baseline = (text) => new BaseVault(settings).tokenize("bench", text, baseDetector);
 }
-
-const settings = resolveSettings({ privacy: { tokenize: true } }, "bench").privacy;
-// One detector, as the host has one for all runs; a fresh vault each time: every value is new.
-const detector = detectorFor(settings);
 log(`load before: ${await loadAverage()}`);
 for (const [name, make] of corpora.filter(([n]) => !args.length || args.includes(n))) {
   const text = make();

@@ -30,9 +30,9 @@
  *
  * @module
  */
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
+  bareDenoRun,
   type CallTiming,
   childPids,
   concurrentCalls,
@@ -169,29 +169,6 @@ async function startServer(warmPool: number | "naive"): Promise<BenchServer> {
       await server.close();
       await Deno.remove(tempDir, { recursive: true }).catch(() => {});
     },
-  };
-}
-
-/** A bare `deno run` of the same script as `timeDenoRun`'s, one per call, to interleave. */
-async function bareDenoRun(): Promise<{ run(): Promise<number>; close(): Promise<void> }> {
-  const dir = await Deno.makeTempDir({ prefix: "ce-bench-bare-" });
-  const script = join(dir, "tiny.ts");
-  await Deno.writeTextFile(script, "const one: number = 1;\nif (one !== 1) Deno.exit(1);\n");
-  const command = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--no-config", "-q", script],
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  });
-  return {
-    async run() {
-      const started = performance.now();
-      const output = await command.output();
-      const elapsed = performance.now() - started;
-      if (!output.success) throw new Error(`The bare deno run failed with code ${output.code}`);
-      return elapsed;
-    },
-    close: () => Deno.remove(dir, { recursive: true }).catch(() => {}),
   };
 }
 

@@ -41,6 +41,7 @@ import { SettingsSchema } from "../src/config/settings.ts";
 import { SkillStore } from "../src/skills/store.ts";
 import { ToolPolicy } from "../src/policy/tool_policy.ts";
 import { searchToolsText } from "../src/server/server.ts";
+import { ADD } from "../tests/_helpers.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const QUERY = "add numbers";
@@ -59,17 +60,7 @@ async function seed(store: SkillStore): Promise<void> {
       code: i % 2 === 0 ? "return args.week;" : "args['week']",
     });
   }
-  await store.save({
-    name: "add-numbers",
-    description: "Adds two numbers",
-    language: "typescript",
-    inputSchema: {
-      type: "object",
-      properties: { a: { type: "number" }, b: { type: "number" } },
-      required: ["a", "b"],
-    },
-    code: "return args.a + args.b;",
-  });
+  await store.save(ADD);
 }
 
 async function serverSide(

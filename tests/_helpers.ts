@@ -21,6 +21,7 @@ import type { ExecutionResult } from "../src/exec/result.ts";
 import { CHILD_DIR_PREFIX } from "../src/exec/sandbox_process.ts";
 import { createLogger, type Logger } from "../src/log.ts";
 import type { SaveSkillInput } from "../src/skills/store.ts";
+import type { PooledChild } from "../src/exec/warm_pool.ts";
 
 /** The repository root. */
 export const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -1309,3 +1310,13 @@ export const ADD: SaveSkillInput = {
   },
   code: "return args.a + args.b;",
 };
+
+/** A warm-pool member that is only an object, for tests of what `WarmPool` itself does. */
+export class PoolMember implements PooledChild {
+  exited = false;
+  disposed = false;
+  dispose(): Promise<void> {
+    this.disposed = true;
+    return Promise.resolve();
+  }
+}

@@ -4,20 +4,11 @@
  * once no run has taken a child for the idle time, leaving no process behind.
  */
 import { assert, assertEquals } from "./_assert.ts";
-import { sandboxPids, withExecutor } from "./_helpers.ts";
-import { type PooledChild, WarmPool } from "../src/exec/warm_pool.ts";
+import { PoolMember as Member, sandboxPids, withExecutor } from "./_helpers.ts";
+import { WarmPool } from "../src/exec/warm_pool.ts";
 import { createLogger } from "../src/log.ts";
 
 const log = createLogger("error");
-
-class Member implements PooledChild {
-  exited = false;
-  disposed = false;
-  dispose(): Promise<void> {
-    this.disposed = true;
-    return Promise.resolve();
-  }
-}
 
 /** Polls until `check` holds; fails after `ms`. */
 async function eventually(what: string, check: () => Promise<boolean> | boolean, ms = 60_000) {

@@ -4,22 +4,12 @@
  * kill at the result (stderr mark), which must leave sessions alive.
  */
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { sandboxPids, withExecutor } from "./_helpers.ts";
+import { PoolMember as Member, sandboxPids, withExecutor } from "./_helpers.ts";
 import { LIMITS, withPyChild } from "./_pyodide.ts";
-import { type PooledChild, WarmPool } from "../src/exec/warm_pool.ts";
+import { WarmPool } from "../src/exec/warm_pool.ts";
 import { createLogger } from "../src/log.ts";
 
 const log = createLogger("error");
-
-/** A pool member that is only an object: what WarmPool itself does is under test. */
-class Member implements PooledChild {
-  exited = false;
-  disposed = false;
-  dispose(): Promise<void> {
-    this.disposed = true;
-    return Promise.resolve();
-  }
-}
 
 /** A pool whose spawns finish when the test releases them. */
 function gatedPool(size: number) {

@@ -11,18 +11,18 @@ import type { Client } from "@modelcontextprotocol/client";
 import { SettingsSchema } from "../src/config/settings.ts";
 import { type SaveSkillInput, SkillStore } from "../src/skills/store.ts";
 import { assert, assertEquals } from "./_assert.ts";
-import { EVERYTHING, npmServer, startServer, withUserDirs } from "./_helpers.ts";
+import {
+  ADD as ADD_NUMBERS,
+  EVERYTHING,
+  npmServer,
+  startServer,
+  withUserDirs,
+} from "./_helpers.ts";
 
+/** The shared add-numbers skill, with a description that the search's signature shows. */
 const ADD: SaveSkillInput = {
-  name: "add-numbers",
+  ...ADD_NUMBERS,
   description: "Adds two numbers and explains the sum",
-  language: "typescript",
-  inputSchema: {
-    type: "object",
-    properties: { a: { type: "number" }, b: { type: "number" } },
-    required: ["a", "b"],
-  },
-  code: "return args.a + args.b;",
 };
 
 function settingsFor(dirs: { project: string }) {

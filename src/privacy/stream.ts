@@ -194,7 +194,9 @@ export class StdoutTokenizer {
     for (const m of this.#detect(chunk, start, this.#context)) this.#matches.push(m);
     this.#scanned.push(chunk);
     this.#scannedChars += chunk.length;
-    this.#context = (this.#context + chunk).slice(-CONTEXT_CHARS);
+    this.#context = chunk.length >= CONTEXT_CHARS
+      ? chunk.slice(-CONTEXT_CHARS)
+      : (this.#context + chunk).slice(-CONTEXT_CHARS);
   }
 
   /**
