@@ -128,7 +128,7 @@ export class Executor {
     this.#pythonDenoDir = pythonDenoDir;
     this.#settings = settings;
     // First: an invalid `privacy` setting fails the start before any child is spawned.
-    this.#privacy = new HostPrivacy(settings.privacy);
+    this.#privacy = new HostPrivacy(settings.privacy, settings.limits.maxOutputBytes, options.log);
     this.#log = options.log;
     this.#hub = options.hub;
     this.#skills = options.skills;
@@ -176,6 +176,8 @@ export class Executor {
     };
     const executor = new Executor(settings, options, base, cacheDir, denoDir);
     executor.#pool.fill();
+    // Not awaited: until the thread is ready, runs detect their stdout on this thread alone.
+    executor.#privacy.start();
     if (settings.python.enabled && settings.python.warmPool > 0) {
       executor.#pythonRuntime().then((py) => py.pool.fill(), () => {});
     }
@@ -313,7 +315,7 @@ export class Executor {
       stdout?.stop();
       if (--this.#running === 0) { for (const resolve of this.#settled.splice(0)) resolve(); }
     }
-    if (tokenizer) result = tokenizeResult(result, tokenizer, stdout);
+    if (tokenizer) result = await tokenizeResult(result, tokenizer, stdout);
     if (this.#audit) {
       recordRun(this.#audit, {
         executionId,
@@ -587,5 +589,6 @@ export class Executor {
     ]);
     await this.idle();
     this.#outputs.close();
+    this.#privacy.close();
   }
 }

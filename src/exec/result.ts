@@ -70,14 +70,14 @@ export interface ExecutionResult {
  *   here whole.
  * @returns The result with placeholders.
  */
-export function tokenizeResult(
+export async function tokenizeResult(
   result: ExecutionResult,
   tokenizer: RunTokenizer,
   stdout?: StdoutTokenizer,
-): ExecutionResult {
+): Promise<ExecutionResult> {
   const out: ExecutionResult = {
     ...result,
-    stdout: stdout ? stdout.finish(result.stdout) : tokenizer.text(result.stdout),
+    stdout: stdout ? await stdout.finish(result.stdout) : tokenizer.text(result.stdout),
     stderr: tokenizer.text(result.stderr),
   };
   if (result.returnValue !== undefined) out.returnValue = tokenizer.value(result.returnValue);

@@ -6,8 +6,11 @@
  * @module
  */
 import type { Settings } from "../config/settings.ts";
+import type { Logger } from "../log.ts";
 import type { PersonalDataDetector } from "./detect.ts";
-import { detectorFor, redactPersonalData } from "./redaction.ts";
+import { detectOptions, detectorFor, redactPersonalData } from "./redaction.ts";
+import { SHARE_CHARS } from "./stream.ts";
+import { DetectorThread } from "./thread.ts";
 import { RunTokenizer } from "./tokenizer.ts";
 import { PlaceholderVault } from "./vault.ts";
 
@@ -16,17 +19,46 @@ export class HostPrivacy {
   #settings: Settings["privacy"];
   #detector: PersonalDataDetector;
   #vault: PlaceholderVault | undefined;
+  /**
+   * Shares the detection of what is left of a run's stdout at its end (`privacy.tokenize`, with an
+   * output cap that lets enough be left for sharing to pay).
+   */
+  #thread: DetectorThread | undefined;
 
   /**
-   * Builds the detector and, with `privacy.tokenize`, the placeholder vault.
+   * Builds the detector and, with `privacy.tokenize`, the placeholder vault and (when the output
+   * cap is above {@linkcode SHARE_CHARS}) the detection thread, not started yet.
    *
    * @param settings The `privacy` settings.
+   * @param maxOutputBytes The output cap (`limits.maxOutputBytes`).
+   * @param log Where a failure of the detection thread is reported.
    * @throws {TypeError} When a setting is invalid (an unknown region or IP range).
    */
-  constructor(settings: Settings["privacy"]) {
+  constructor(settings: Settings["privacy"], maxOutputBytes: number, log?: Logger) {
     this.#settings = settings;
     this.#detector = detectorFor(settings);
     if (settings.tokenize) this.#vault = new PlaceholderVault(settings);
+    // The shown stdout has at most as many characters as the cap has bytes.
+    if (settings.tokenize && maxOutputBytes > SHARE_CHARS) {
+      this.#thread = new DetectorThread(detectOptions(settings), (reason) =>
+        log?.warn(
+          `privacy: the thread that detects personal data in stdout stopped (${reason}); runs' stdout is detected on the main thread from now on, which makes runs that print a lot wait longer at their end`,
+        ));
+    }
+  }
+
+  /**
+   * Starts the detection thread (`privacy.tokenize`), so that it is ready for the first run.
+   *
+   * @returns Whether the thread is ready (see {@linkcode DetectorThread.start}).
+   */
+  start(): Promise<boolean> {
+    return this.#thread?.start() ?? Promise.resolve(false);
+  }
+
+  /** Stops the detection thread. */
+  close(): void {
+    this.#thread?.close();
   }
 
   /**
@@ -42,6 +74,7 @@ export class HostPrivacy {
       principal,
       detector: this.#detector,
       rawServers: this.#settings.rawServers,
+      thread: this.#thread,
     });
   }
 

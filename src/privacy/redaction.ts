@@ -5,7 +5,21 @@
  * @module
  */
 import type { Settings } from "../config/settings.ts";
-import { PersonalDataDetector, replaceMatches } from "./detect.ts";
+import { type DetectOptions, PersonalDataDetector, replaceMatches } from "./detect.ts";
+
+/**
+ * The detector's options in the admin's `privacy` settings.
+ *
+ * @param settings The `privacy` settings.
+ * @returns The categories, phone region and ignored IP ranges.
+ */
+export function detectOptions(settings: Settings["privacy"]): DetectOptions {
+  return {
+    categories: settings.categories,
+    phoneRegion: settings.phoneRegion,
+    ignoredIpRanges: settings.ignoredIpRanges,
+  };
+}
 
 /**
  * Builds the detector of the admin's `privacy` settings.
@@ -15,11 +29,7 @@ import { PersonalDataDetector, replaceMatches } from "./detect.ts";
  * @throws {TypeError} When an IP range or the phone region is invalid.
  */
 export function detectorFor(settings: Settings["privacy"]): PersonalDataDetector {
-  return new PersonalDataDetector({
-    categories: settings.categories,
-    phoneRegion: settings.phoneRegion,
-    ignoredIpRanges: settings.ignoredIpRanges,
-  });
+  return new PersonalDataDetector(detectOptions(settings));
 }
 
 /**

@@ -7,6 +7,7 @@
  */
 import type { PersonalDataDetector } from "./detect.ts";
 import { StdoutTokenizer } from "./stream.ts";
+import type { DetectorThread } from "./thread.ts";
 import { mapStrings, type PlaceholderVault } from "./vault.ts";
 
 /** Options of {@linkcode RunTokenizer}. */
@@ -19,6 +20,8 @@ export interface RunTokenizerOptions {
   detector: PersonalDataDetector;
   /** Servers whose results the code sees with real values (`privacy.rawServers`). */
   rawServers: readonly string[];
+  /** The host's detection thread, for the run's stdout. */
+  thread?: DetectorThread;
 }
 
 /** Tokenization for one run, bound to its principal. */
@@ -47,17 +50,18 @@ export class RunTokenizer {
 
   /**
    * A tokenizer for the run's stdout that detects personal data while the run prints, so that
-   * little is left to do once it has ended.
+   * little is left to do once it has ended (and that little is shared with the detection thread).
    *
    * @param maxChars The most characters the result can show of it (`limits.maxOutputBytes`).
    * @returns The stream's tokenizer: push what is captured, then finish with what is shown.
    */
   stream(maxChars: number): StdoutTokenizer {
-    const { vault, principal, detector } = this.#options;
+    const { vault, principal, detector, thread } = this.#options;
     return new StdoutTokenizer({
       detector,
       maxChars,
       tokenize: (text, matches) => vault.tokenizeMatches(principal, text, matches),
+      thread,
     });
   }
 
