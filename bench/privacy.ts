@@ -7,22 +7,28 @@
  * `-distinct` corpora draw new digits in every repetition, so that no number is seen twice (the
  * slower case: nothing the detector learnt about a value serves again).
  * Each row gives the wall time of 30 tokenizations (after at least 10 and 3 s of them to warm up:
- * a server tokenizes every run) and `cpuMs`, this thread's CPU time per tokenization over the
- * same 30: on a loaded machine the first waits for a CPU and the second does not. Each row also
+ * a server tokenizes every run) and `cpuMs`, this thread's CPU time per sample over the same 30
+ * (everything a sample times, below): on a loaded machine the first waits for a CPU and the
+ * second does not. Each row also
  * gives `scanMedianMs`, the median of one plain pass over the text counting its digits, timed
  * just before each tokenization, and `timesScan`, the median of tokenization / that pass: this
  * machine's speed drifts by up to 2x over seconds (a noisy neighbour), and the ratio does not.
  * With `--baseline DIR` (the root of another checkout, e.g. `git worktree add /tmp/base e7d50cc`),
  * each sample also tokenizes the text with that checkout's detector and vault, right after, and
- * the row gives its median and the median of the paired ratios (now / baseline); `cpuMs` then
- * counts the scan and the baseline too.
+ * the row gives its median and the median of the paired ratios (now / baseline).
+ * Each sample also times the end of a run that printed the text flat out (in frames of 2 KiB,
+ * with no quiet moment to detect it while it printed), as the server has it: the text is then
+ * detected half on the host's detection thread and half on this one (`StdoutTokenizer`); the row
+ * gives its median (`threadEndMedianMs`) and the median of its paired ratios to the tokenization
+ * of the whole text on this thread alone (`timesWhole`).
  * Goal (issue #15): at most 20 ms for 1 MB.
  * `deno run -A bench/privacy.ts [--baseline DIR] [corpus...]`
  *
  * @module
  */
 import { loadAverage, log, repeat, stats } from "./_common.ts";
-import { detectorFor } from "../src/privacy/redaction.ts";
+import { detectOptions, detectorFor } from "../src/privacy/redaction.ts";
+import { DetectorThread } from "../src/privacy/thread.ts";
 import { RunTokenizer } from "../src/privacy/tokenizer.ts";
 import { PlaceholderVault } from "../src/privacy/vault.ts";
 import { tokenizeResult } from "../src/exec/result.ts";
@@ -102,6 +108,10 @@ function countDigits(text: string): number {
 const settings = resolveSettings({ privacy: { tokenize: true } }, "bench").privacy;
 // One detector, as the host has one for all runs; a fresh vault each time: every value is new.
 const detector = detectorFor(settings);
+const thread = new DetectorThread(detectOptions(settings));
+if (!await thread.start()) throw new Error("The detection thread did not start");
+/** What a run prints at a time in the flat-out case (a `console.log` of 32 lines). */
+const FRAME = 2048;
 
 const args = [...Deno.args];
 const at = args.indexOf("--baseline");
@@ -119,7 +129,7 @@ log(`load before: ${await loadAverage()}`);
 for (const [name, make] of corpora.filter(([n]) => !args.length || args.includes(n))) {
   const text = make();
   const load = await loadAverage();
-  const tokenize = () => {
+  const tokenize = async () => {
     const tokenizer = new RunTokenizer({
       vault: new PlaceholderVault(settings),
       principal: "bench",
@@ -132,19 +142,37 @@ for (const [name, make] of corpora.filter(([n]) => !args.length || args.includes
     if (countDigits(text) < 0) throw new Error("unreachable");
     scanned = performance.now() - scanned;
     const started = performance.now();
-    const out = tokenizeResult(
+    const out = await tokenizeResult(
       { ok: true, stdout: text, stderr: "", durationMs: 0, toolCalls: [] },
       tokenizer,
     );
     const ms = performance.now() - started;
     if (out.stdout.length === 0) throw new Error("unreachable");
+    const streamed = new RunTokenizer({
+      vault: new PlaceholderVault(settings),
+      principal: "bench",
+      detector,
+      rawServers: [],
+      thread,
+    });
+    const stdout = streamed.stream(2 * MB);
+    for (let at = 0; at < text.length; at += FRAME) stdout.push(text.slice(at, at + FRAME));
+    stdout.stop();
+    let end = performance.now();
+    const ended = await tokenizeResult(
+      { ok: true, stdout: text, stderr: "", durationMs: 0, toolCalls: [] },
+      streamed,
+      stdout,
+    );
+    end = performance.now() - end;
+    if (ended.stdout !== out.stdout) throw new Error("The run's end tokenized differently");
     let base = NaN;
     if (baseline) {
       base = performance.now();
       if (baseline(text).length === 0) throw new Error("unreachable");
       base = performance.now() - base;
     }
-    return Promise.resolve({ ms, scanned, base });
+    return { ms, scanned, base, end };
   };
   // A server has tokenized many runs before this one: warm up for 10 tokenizations and 3 s, so
   // that V8's optimizing compiler, a background thread that a loaded machine starves, is done.
@@ -156,6 +184,7 @@ for (const [name, make] of corpora.filter(([n]) => !args.length || args.includes
   const samples = runs.map((r) => r.ms);
   const scan = stats(runs.map((r) => r.scanned));
   const ratios = runs.map((r) => r.ms / r.scanned).sort((a, b) => a - b);
+  const endRatios = runs.map((r) => r.end / r.ms).sort((a, b) => a - b);
   const vsBaseline = baseline
     ? {
       baselineMedianMs: stats(runs.map((r) => r.base)).medianMs,
@@ -177,8 +206,11 @@ for (const [name, make] of corpora.filter(([n]) => !args.length || args.includes
       ...stats(samples),
       scanMedianMs: scan.medianMs,
       timesScan: Math.round(ratios[ratios.length >> 1] * 10) / 10,
+      threadEndMedianMs: stats(runs.map((r) => r.end)).medianMs,
+      timesWhole: Math.round(endRatios[endRatios.length >> 1] * 100) / 100,
       ...vsBaseline,
     }),
   );
 }
 log(`load after: ${await loadAverage()}`);
+thread.close();

@@ -9,10 +9,15 @@
  * client) on each server and the difference, which is what tokenizing adds to a run, then the medians of the run's own time (the result's `durationMs`,
  * which detection while the run prints may lengthen) and of the part of each call after the
  * run's end (wall time less `durationMs`, where detection after the run waits), which the runs'
- * own variance does not blur.
+ * own variance does not blur, and the mean CPU time of each server's process (all its threads)
+ * per call, whose difference is what tokenizing costs the host wherever it runs.
+ *
+ * With `--baseline DIR` (the root of another checkout, e.g. `git worktree add /tmp/base 6558690`),
+ * a third server started from there with `privacy.tokenize` takes its turn in every round, and
+ * each row gives its numbers too.
  *
  * ```sh
- * deno run -A bench/privacy_run.ts [--iterations 25] [--warmup 5] [--pause-ms 100]
+ * deno run -A bench/privacy_run.ts [--iterations 25] [--warmup 5] [--pause-ms 100] [--baseline DIR]
  * ```
  *
  * @module
@@ -98,7 +103,16 @@ interface Server {
   tempDir: string;
 }
 
-async function start(name: string, tokenize: boolean): Promise<Server> {
+/** The CPU time of a process so far, all its threads, in ms (Linux: /proc). */
+async function cpuMs(pid: number): Promise<number> {
+  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+  // The fields after the command name (which may hold spaces), from field 3 on.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const ticks = Number(fields[11]) + Number(fields[12]); // utime + stime
+  return ticks * 10; // USER_HZ is 100 on Linux
+}
+
+async function start(name: string, tokenize: boolean, root = ROOT): Promise<Server> {
   const tempDir = await Deno.makeTempDir({ prefix: "ce-bench-privacy-" });
   const settings = join(tempDir, "settings.jsonc");
   await Deno.writeTextFile(
@@ -119,7 +133,7 @@ async function start(name: string, tokenize: boolean): Promise<Server> {
     const stdio = await connectStdio(name, {
       command: Deno.execPath(),
       args: ["run", "-A", "main.ts", "serve"],
-      cwd: ROOT,
+      cwd: root,
       env,
     });
     return { name, stdio, tempDir };
@@ -129,14 +143,19 @@ async function start(name: string, tokenize: boolean): Promise<Server> {
   }
 }
 
-/** One call's wall time, the run's own (`durationMs`), and the part of the call after the run. */
+/**
+ * One call's wall time, the run's own (`durationMs`), the part of the call after the run, and the
+ * server process's CPU time during the call.
+ */
 interface Timing {
   wallMs: number;
   runMs: number;
   afterRunMs: number;
+  cpuMs: number;
 }
 
 async function timed(server: Server, code: string, expected: number): Promise<Timing> {
+  const cpuBefore = await cpuMs(server.stdio.pid);
   const started = performance.now();
   const result = await server.stdio.client.callTool({
     name: "run_typescript",
@@ -158,12 +177,16 @@ async function timed(server: Server, code: string, expected: number): Promise<Ti
     );
   }
   const runMs = out.durationMs ?? NaN;
-  return { wallMs: ms, runMs, afterRunMs: ms - runMs };
+  const cpu = await cpuMs(server.stdio.pid) - cpuBefore;
+  return { wallMs: ms, runMs, afterRunMs: ms - runMs, cpuMs: cpu };
 }
 
+const argv = [...Deno.args];
+const at = argv.indexOf("--baseline");
+const baselineDir = at >= 0 ? argv.splice(at, 2)[1] : undefined;
 const parsed = parseBenchArgs(
-  Deno.args,
-  "Usage: deno run -A bench/privacy_run.ts [--iterations 25] [--warmup 5] [--pause-ms 100]",
+  argv,
+  "Usage: deno run -A bench/privacy_run.ts [--iterations 25] [--warmup 5] [--pause-ms 100] [--baseline DIR]",
   {
     iterations: { fallback: 25 },
     warmup: { fallback: 5, min: 0 },
@@ -173,9 +196,11 @@ const parsed = parseBenchArgs(
 if (!parsed) Deno.exit(0);
 const args = parsed.ints;
 log(`load before: ${await loadAverage()}`);
-const plain = await start("the server without tokenize", false);
-const tokenizing = await start("the server with tokenize", true);
+const servers: Server[] = [];
 try {
+  servers.push(await start("plain", false));
+  servers.push(await start("tokenize", true));
+  if (baselineDir) servers.push(await start("baseline", true, baselineDir));
   const corpora = [["ordinary", ordinary, false], ["mixed", mixed, false], [
     "mixed-paced",
     mixed,
@@ -184,40 +209,62 @@ try {
   for (const [corpus, lines, paced] of corpora) {
     const code = program([...lines], paced);
     const expected = printed([...lines]);
-    const samples: Record<"plain" | "tokenize", Timing[]> = { plain: [], tokenize: [] };
+    const samples = new Map<Server, Timing[]>(servers.map((server) => [server, []]));
     const load = await loadAverage();
     for (let i = 0; i < args.warmup + args.iterations; i++) {
-      // Alternate which server goes first, so that neither always runs right after the other.
-      const order = i % 2 ? [tokenizing, plain] : [plain, tokenizing];
+      // Rotate which server goes first, so that none always runs right after another.
+      const order = servers.map((_, k) => servers[(i + k) % servers.length]);
       for (const server of order) {
         await sleep(args.pauseMs);
         const timing = await timed(server, code, expected);
-        if (i >= args.warmup) samples[server === plain ? "plain" : "tokenize"].push(timing);
+        if (i >= args.warmup) samples.get(server)!.push(timing);
       }
     }
-    const wall = (name: "plain" | "tokenize") => stats(samples[name].map((t) => t.wallMs));
-    const run = (name: "plain" | "tokenize") => stats(samples[name].map((t) => t.runMs));
-    const after = (name: "plain" | "tokenize") => stats(samples[name].map((t) => t.afterRunMs));
+    const median = (server: Server, of: (t: Timing) => number) =>
+      stats(samples.get(server)!.map(of)).medianMs;
+    const mean = (server: Server, of: (t: Timing) => number) => {
+      const all = samples.get(server)!.map(of);
+      return round(all.reduce((sum, x) => sum + x, 0) / all.length, 1);
+    };
     // The runs' own time varies far more than tokenizing takes on a loaded machine; the part of a
     // call after the run's end (the executor's durationMs) is where whole-text detection waited.
+    // CPU time is counted in ticks of 10 ms: its mean over the calls is what is compared.
+    const [plain, ...tokenizing] = servers;
+    const row = (server: Server) => ({
+      wallMs: median(server, (t) => t.wallMs),
+      runMs: median(server, (t) => t.runMs),
+      afterRunMs: median(server, (t) => t.afterRunMs),
+      cpuMs: mean(server, (t) => t.cpuMs),
+    });
+    const base = row(plain);
+    // Each round's difference, which the machine's drift in speed (up to 2× over minutes here)
+    // does not reach the way it reaches the medians of many rounds.
+    const paired = (server: Server) => {
+      const mine = samples.get(server)!;
+      return stats(samples.get(plain)!.map((t, i) => mine[i].wallMs - t.wallMs)).medianMs;
+    };
+    const added = (server: Server) => {
+      const r = row(server);
+      return {
+        ...r,
+        addedMs: round(r.wallMs - base.wallMs, 2),
+        pairedAddedMs: paired(server),
+        addedRunMs: round(r.runMs - base.runMs, 2),
+        addedAfterRunMs: round(r.afterRunMs - base.afterRunMs, 2),
+        addedCpuMs: round(r.cpuMs - base.cpuMs, 1),
+        wall: stats(samples.get(server)!.map((t) => t.wallMs)),
+      };
+    };
     console.log(JSON.stringify({
       corpus,
       chars: expected,
       load,
-      plainMedianMs: wall("plain").medianMs,
-      tokenizeMedianMs: wall("tokenize").medianMs,
-      addedMs: round(wall("tokenize").medianMs - wall("plain").medianMs, 2),
-      plainRunMedianMs: run("plain").medianMs,
-      tokenizeRunMedianMs: run("tokenize").medianMs,
-      plainAfterRunMedianMs: after("plain").medianMs,
-      tokenizeAfterRunMedianMs: after("tokenize").medianMs,
-      addedAfterRunMs: round(after("tokenize").medianMs - after("plain").medianMs, 2),
-      plain: wall("plain"),
-      tokenize: wall("tokenize"),
+      plain: { ...base, wall: stats(samples.get(plain)!.map((t) => t.wallMs)) },
+      ...Object.fromEntries(tokenizing.map((server) => [server.name, added(server)])),
     }));
   }
 } finally {
-  for (const server of [plain, tokenizing]) {
+  for (const server of servers) {
     await server.stdio.close();
     await Deno.remove(server.tempDir, { recursive: true }).catch(() => {});
   }
