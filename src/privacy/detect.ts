@@ -450,11 +450,14 @@ export function replaceMatches(
   replace: (match: PersonalDataMatch) => string,
 ): string {
   if (matches.length === 0) return text;
-  let out = "";
+  // Joined, not built with `+=`: the server's JSON.stringify of a result took 2 to 4 ms more a
+  // megabyte on the string that `+=` builds (a tree of slices of the text) than on a joined one.
+  const parts: string[] = [];
   let at = 0;
   for (const m of matches) {
-    out += text.slice(at, m.start) + replace(m);
+    parts.push(text.slice(at, m.start), replace(m));
     at = m.end;
   }
-  return out + text.slice(at);
+  parts.push(text.slice(at));
+  return parts.join("");
 }
