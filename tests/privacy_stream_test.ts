@@ -271,6 +271,25 @@ Deno.test("StdoutTokenizer detects half of a flat-out run's stdout on the thread
   });
 });
 
+Deno.test("StdoutTokenizer keeps a dotted quad after 'version' a version when the thread's half ends there", async () => {
+  await withThread(async (thread) => {
+    const first = "x".repeat(70_000) + "\nrelease version\n";
+    const text = first + "83.12.45.7 " + "y".repeat(80_000) + "\nhost 83.12.45.8 up\n";
+    // The half is split at the last line end before the middle: right after "version\n".
+    assert(
+      text.length >= SHARE_CHARS &&
+        text.lastIndexOf("\n", (text.length >> 1) - 1) + 1 === first.length,
+    );
+    const host = counting();
+    const scanner = stream(Infinity, thread, host.detector);
+    scanner.push(text);
+    const found = await scanner.matches(text);
+    same(found, text, "version at the split");
+    assertEquals(found.map((m) => m.value), ["83.12.45.8"]);
+    assertEquals(host.chars(), text.length - first.length + "release version\n".length);
+  });
+});
+
 Deno.test("StdoutTokenizer detects on the host what a closed thread did not", async () => {
   await withThread(async (thread) => {
     const host = counting();
