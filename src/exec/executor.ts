@@ -574,6 +574,9 @@ export class Executor {
   /** Kills every running, idle and session child and removes their directories. */
   async close(): Promise<void> {
     this.#parked.close();
+    // First, so that a close that fails below leaves no thread to keep the process alive; a run
+    // still ending detects what it had sent the thread on this one.
+    this.#privacy.close();
     this.#closing.abort(
       new CodeExecutorError(
         "ShuttingDown",
@@ -589,6 +592,5 @@ export class Executor {
     ]);
     await this.idle();
     this.#outputs.close();
-    this.#privacy.close();
   }
 }
