@@ -1,7 +1,8 @@
 /**
- * Who is calling over HTTP. Every request runs as a principal: the name of its bearer token
- * (`CODE_EXECUTOR_HTTP_TOKEN` is `default`; `http.tokensFile` names each token), the subject of its
- * OAuth 2.1 access token, or `local` when the server runs without auth on loopback. The SDK's
+ * Who is calling over HTTP. Every request runs as a principal: `http:` and the name of its bearer
+ * token (`CODE_EXECUTOR_HTTP_TOKEN` is `default`; `http.tokensFile` names each token) or the
+ * subject of its OAuth 2.1 access token, or `local` when the server runs without auth on loopback.
+ * The `http:` namespace (`src/principals.ts`) keeps every name a token can carry apart from `local`. The SDK's
  * bearer gate does the HTTP side (the `WWW-Authenticate` challenges, `insufficient_scope`, expiry);
  * this module supplies the verifiers, and the protected-resource metadata for OAuth.
  *
@@ -25,7 +26,7 @@ import {
 } from "@modelcontextprotocol/server";
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify } from "jose";
 import type { Settings } from "../config/settings.ts";
-import { LOCAL_PRINCIPAL } from "../exec/executor.ts";
+import { httpPrincipal, LOCAL_PRINCIPAL } from "../principals.ts";
 
 /** How requests are authenticated. */
 export type AuthMode = "none" | "bearer" | "oauth";
@@ -63,6 +64,13 @@ export interface AuthenticatorOptions {
 
 /** A principal's name in the tokens file: printable, no spaces. */
 const PRINCIPAL = /^[A-Za-z0-9_.@:+-]{1,64}$/;
+/** The longest OAuth subject accepted: it names directories and is written in every log line. */
+const MAX_SUBJECT = 256;
+/**
+ * An OAuth subject: printable, with no control, format or line-separator character (it is written
+ * into the request log and the audit log, and must not start a line of its own there).
+ */
+const SUBJECT = new RegExp(`^[^\\p{C}\\p{Zl}\\p{Zp}]{1,${MAX_SUBJECT}}$`, "u");
 /** Tokens shorter than this are refused: they could be guessed. */
 const MIN_TOKEN_LENGTH = 16;
 /** Bearer tokens do not expire; the SDK's gate requires an expiry, so give one far away. */
@@ -180,7 +188,12 @@ function bearerVerifier(tokens: NamedToken[]): OAuthTokenVerifier {
       if (principal === undefined) {
         return Promise.reject(new OAuthError(OAuthErrorCode.InvalidToken, "Invalid token"));
       }
-      return Promise.resolve({ token, clientId: principal, scopes: [], expiresAt: NEVER });
+      return Promise.resolve({
+        token,
+        clientId: httpPrincipal(principal),
+        scopes: [],
+        expiresAt: NEVER,
+      });
     },
   };
 }
@@ -256,11 +269,23 @@ async function oauthAuthenticator(
           : Array.isArray(payload.scp)
           ? payload.scp.map(String)
           : [];
-        const principal = String(payload.sub ?? payload.client_id ?? "");
-        if (!principal) {
+        const subject = payload.sub ?? payload.client_id;
+        if (typeof subject !== "string" || subject === "") {
           throw new OAuthError(OAuthErrorCode.InvalidToken, "The token names no subject");
         }
-        return { token, clientId: principal, scopes, expiresAt: payload.exp, resource };
+        if (!SUBJECT.test(subject)) {
+          throw new OAuthError(
+            OAuthErrorCode.InvalidToken,
+            `The token's subject is not a name this server accepts: 1 to ${MAX_SUBJECT} characters without control characters`,
+          );
+        }
+        return {
+          token,
+          clientId: httpPrincipal(subject),
+          scopes,
+          expiresAt: payload.exp,
+          resource,
+        };
       } catch (error) {
         if (error instanceof OAuthError) throw error;
         const code = error instanceof joseErrors.JOSEError ? error.code : "ERR_INVALID";
@@ -340,6 +365,12 @@ export async function createAuthenticator(
   }
   if (settings.http.tokensFile) {
     for (const [principal, hash] of await readTokensFile(settings.http.tokensFile)) {
+      // Two tokens for one name would make two holders one principal, sharing everything.
+      if (single && principal === "default") {
+        throw new TypeError(
+          `Invalid http.tokensFile ${settings.http.tokensFile}: it names "default", the principal of CODE_EXECUTOR_HTTP_TOKEN; rename the entry or unset the variable`,
+        );
+      }
       tokens.push({ principal, digest: hash });
     }
   }

@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { CodeExecutorError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { Settings } from "../config/settings.ts";
+import { LOCAL_PRINCIPAL, principalName } from "../principals.ts";
 import { renderSkillMarkdown } from "./front_matter.ts";
 import {
   CODE_FILE,
@@ -77,9 +78,6 @@ export interface SkillStoreOptions {
   listCacheMs?: number;
 }
 
-/** The principal of stdio and of HTTP without authentication. */
-const LOCAL = "local";
-
 /**
  * Saved skills under the roots of the `skills.*` settings.
  *
@@ -137,13 +135,18 @@ export class SkillStore {
    */
   roots(principal?: string): SkillRoot[] {
     const dirs = this.#dirs;
-    if (principal === undefined || principal === LOCAL) {
+    if (principal === undefined || principal === LOCAL_PRINCIPAL) {
       const roots: SkillRoot[] = [{ scope: "project", dir: dirs.project }];
       if (dirs.user !== undefined) roots.push({ scope: "user", dir: dirs.user });
       return roots;
     }
     const roots: SkillRoot[] = [
-      { scope: "principal", dir: join(dirs.principals, principalDirName(principal)) },
+      // Named after the name the admin knows (`alice` of `http:alice`), as before principals had
+      // namespaces, so that a principal's saved skills stay where they were.
+      {
+        scope: "principal",
+        dir: join(dirs.principals, principalDirName(principalName(principal))),
+      },
       { scope: "project", dir: dirs.project },
     ];
     if (dirs.shared !== undefined) roots.push({ scope: "shared", dir: dirs.shared });
@@ -161,7 +164,17 @@ export class SkillStore {
     const mode = this.#settings.save;
     if (mode === "off") return false;
     if (mode === "on" || options.admin) return true;
-    return principal !== undefined && this.#settings.admins.includes(principal);
+    return this.#isAdmin(principal);
+  }
+
+  /**
+   * Whether `skills.admins` names an HTTP principal: by its name (`alice` for `http:alice`) or in
+   * full. The local principal is never one (stdio saves by `skills.save` alone).
+   */
+  #isAdmin(principal: string | undefined): boolean {
+    if (principal === undefined || principal === LOCAL_PRINCIPAL) return false;
+    const admins = this.#settings.admins;
+    return admins.includes(principal) || admins.includes(principalName(principal));
   }
 
   /**
@@ -172,7 +185,7 @@ export class SkillStore {
    * @returns The records.
    */
   list(principal?: string): Promise<SkillRecord[]> {
-    const key = principal ?? LOCAL;
+    const key = principal ?? LOCAL_PRINCIPAL;
     const cached = this.#listCache.get(key);
     if (cached !== undefined && this.#listCacheMs > 0) {
       // Older than listCacheMs: answer from memory and look at the disk again behind it, so that
@@ -393,20 +406,20 @@ export class SkillStore {
 
   #writableRoots(principal?: string): SkillRoot[] {
     const roots = this.roots(principal);
-    if (principal === undefined || principal === LOCAL) return roots;
+    if (principal === undefined || principal === LOCAL_PRINCIPAL) return roots;
     const own = roots.filter((root) => root.scope === "principal");
     const shared = roots.filter((root) => root.scope === "shared");
-    return this.#settings.admins.includes(principal) ? [...own, ...shared] : own;
+    return this.#isAdmin(principal) ? [...own, ...shared] : own;
   }
 
   async #saveRoot(name: string, principal?: string): Promise<SkillRoot> {
     const roots = this.roots(principal);
-    if (principal === undefined || principal === LOCAL) {
+    if (principal === undefined || principal === LOCAL_PRINCIPAL) {
       const existing = await this.#rootOf(name, principal);
       if (existing !== undefined) return existing;
       return roots.find((root) => root.scope === this.#settings.saveTo) ?? roots[0];
     }
-    if (this.#settings.admins.includes(principal)) {
+    if (this.#isAdmin(principal)) {
       const shared = roots.find((root) => root.scope === "shared");
       if (shared !== undefined) return shared;
     }
