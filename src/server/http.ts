@@ -11,7 +11,8 @@
  *
  * Every request is logged at info when it ends (an event stream when it closes): method, path
  * (one this server does not serve as `(other path)`, since it is the caller's text), status,
- * milliseconds and principal; never a header, a query string or a token. Until then it counts
+ * milliseconds, principal and, for refused credentials, the reason (`refused=expired`); never a
+ * header, a query string or a token. Until then it counts
  * against `http.maxRequests`; past the cap, new sessions and 2026-era requests get 503, while
  * `/healthz`, `/readyz` and the requests of open sessions are still served.
  *
@@ -29,6 +30,7 @@ import {
 import type { Settings } from "../config/settings.ts";
 import type { Logger } from "../log.ts";
 import { type Authenticator, authMode, createAuthenticator } from "./http_auth.ts";
+import { refusalReason } from "./auth_refusals.ts";
 import { LegacySessions, rpcError } from "./http_sessions.ts";
 import { type CodeExecutorServer, createServer, type ServerDeps } from "./server.ts";
 
@@ -370,10 +372,11 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
     return untilSent(response, () => {
       inFlight--;
       const who = (request as Request & { principal?: string }).principal ?? "-";
+      const refused = refusalReason(response);
       log.info(
         `http: ${request.method} ${loggedPath(path, response.status)} ${response.status} ${
           Math.round(performance.now() - started)
-        } ms principal=${who}`,
+        } ms principal=${who}${refused ? ` refused=${refused}` : ""}`,
       );
     });
   });

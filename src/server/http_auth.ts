@@ -19,14 +19,13 @@ import {
   buildOAuthProtectedResourceMetadata,
   getOAuthProtectedResourceMetadataUrl,
   OAuthError,
-  OAuthErrorCode,
   oauthMetadataResponse,
   type OAuthTokenVerifier,
-  requireBearerAuth,
 } from "@modelcontextprotocol/server";
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify } from "jose";
 import type { Settings } from "../config/settings.ts";
 import { httpPrincipal, LOCAL_PRINCIPAL } from "../principals.ts";
+import { bearerGate, CredentialRefused } from "./auth_refusals.ts";
 
 /** How requests are authenticated. */
 export type AuthMode = "none" | "bearer" | "oauth";
@@ -186,7 +185,12 @@ function bearerVerifier(tokens: NamedToken[]): OAuthTokenVerifier {
         if (timingSafeEqual(presented, entry.digest)) principal ??= entry.principal;
       }
       if (principal === undefined) {
-        return Promise.reject(new OAuthError(OAuthErrorCode.InvalidToken, "Invalid token"));
+        return Promise.reject(
+          new CredentialRefused(
+            "unknown_token",
+            "The token is not one of this server's (CODE_EXECUTOR_HTTP_TOKEN or a line of http.tokensFile): send the token the server was given; code-executor doctor --http URL checks one",
+          ),
+        );
       }
       return Promise.resolve({
         token,
@@ -224,6 +228,72 @@ async function issuerMetadata(
     }
   }
   return undefined;
+}
+
+/**
+ * Why `jose` refused a JWT, in words that say what to change; the `jose` code stays in the text
+ * for whoever searches for it.
+ */
+function joseRefusal(
+  error: unknown,
+  expected: { issuer: string; audience: string },
+): CredentialRefused {
+  const code = error instanceof joseErrors.JOSEError ? error.code : "ERR_INVALID";
+  const claim = error instanceof joseErrors.JWTClaimValidationFailed ? error.claim : undefined;
+  const because = (reason: ConstructorParameters<typeof CredentialRefused>[0], text: string) =>
+    new CredentialRefused(reason, `${text.replace(/:/, ` (${code}):`)}`);
+  if (error instanceof joseErrors.JWTExpired) {
+    return because("expired", "The token has expired: get a new one from the issuer");
+  }
+  if (claim === "aud") {
+    return because(
+      "wrong_audience",
+      `The token is for another audience: ask the issuer for a token whose aud is ${expected.audience} (RFC 8707 resource), or set http.oauth.audience to the aud its tokens carry`,
+    );
+  }
+  if (claim === "iss") {
+    return because(
+      "wrong_issuer",
+      `The token was not issued by ${expected.issuer}: get one from that issuer, or set http.oauth.issuer to the iss its tokens carry`,
+    );
+  }
+  if (claim === "nbf" || claim === "iat") {
+    return because(
+      "not_yet_valid",
+      "The token is not valid yet (nbf or iat in the future): check the clocks of this server and the issuer, or raise http.oauth.clockToleranceSec",
+    );
+  }
+  if (claim === "exp") {
+    return because("no_expiry", "The token has no exp: ask the issuer for tokens that expire");
+  }
+  if (error instanceof joseErrors.JWKSNoMatchingKey) {
+    return because(
+      "unknown_key",
+      "The token is signed with a key the issuer's JWKS does not publish: get a token from the issuer named by http.oauth.issuer",
+    );
+  }
+  if (error instanceof joseErrors.JWSSignatureVerificationFailed) {
+    return because(
+      "bad_signature",
+      "The token's signature does not verify: it was altered or signed by someone else; get a new one from the issuer",
+    );
+  }
+  if (error instanceof joseErrors.JOSEAlgNotAllowed) {
+    return because(
+      "algorithm",
+      "The token is signed with an algorithm this server does not accept: use one of http.oauth.algorithms",
+    );
+  }
+  if (error instanceof joseErrors.JWKSTimeout || code === "ERR_JOSE_GENERIC") {
+    return because(
+      "issuer_unreachable",
+      "The issuer's keys could not be fetched to check the token: retry; if it lasts, check that this server reaches http.oauth.issuer (or http.oauth.jwksUri)",
+    );
+  }
+  return because(
+    "not_a_jwt",
+    "The token is not a JWT access token this server can check: send the JWT access token the issuer gave (opaque tokens are not accepted)",
+  );
 }
 
 async function oauthAuthenticator(
@@ -271,12 +341,15 @@ async function oauthAuthenticator(
           : [];
         const subject = payload.sub ?? payload.client_id;
         if (typeof subject !== "string" || subject === "") {
-          throw new OAuthError(OAuthErrorCode.InvalidToken, "The token names no subject");
+          throw new CredentialRefused(
+            "no_subject",
+            "The token names no subject (sub or client_id): ask the issuer for a token with sub",
+          );
         }
         if (!SUBJECT.test(subject)) {
-          throw new OAuthError(
-            OAuthErrorCode.InvalidToken,
-            `The token's subject is not a name this server accepts: 1 to ${MAX_SUBJECT} characters without control characters`,
+          throw new CredentialRefused(
+            "bad_subject",
+            `The token's subject is not a name this server accepts: it must be 1 to ${MAX_SUBJECT} characters without control characters`,
           );
         }
         return {
@@ -288,13 +361,12 @@ async function oauthAuthenticator(
         };
       } catch (error) {
         if (error instanceof OAuthError) throw error;
-        const code = error instanceof joseErrors.JOSEError ? error.code : "ERR_INVALID";
-        throw new OAuthError(OAuthErrorCode.InvalidToken, `Invalid token (${code})`);
+        throw joseRefusal(error, { issuer: oauth.issuer, audience });
       }
     },
   };
   const resourceMetadataUrl = getOAuthProtectedResourceMetadataUrl(resource);
-  const gate = requireBearerAuth({
+  const gate = bearerGate({
     verifier,
     requiredScopes: oauth.scopes,
     resourceMetadataUrl,
@@ -382,6 +454,6 @@ export async function createAuthenticator(
   return {
     mode,
     metadata: () => undefined,
-    authenticate: requireBearerAuth({ verifier: bearerVerifier(tokens) }),
+    authenticate: bearerGate({ verifier: bearerVerifier(tokens) }),
   };
 }
