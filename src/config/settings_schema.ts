@@ -35,6 +35,12 @@ const LimitsSchema = z.object({
    * to the waiting principal with the fewest runs, so one caller cannot starve the others.
    */
   principalMaxConcurrent: z.number().int().min(0).default(0),
+  /**
+   * The most time a run of a 2026-07-28 client may spend parked between `input_required` rounds,
+   * in all, counted from its first question; past it the run is ended. Each question also has its
+   * own timeout (`approvals.timeoutMs`, `sampling.requestTimeoutMs`, the run's `timeoutMs`).
+   */
+  maxParkedMs: positiveInt.default(300_000),
 }).strict();
 
 const OutputsSchema = z.object({

@@ -142,7 +142,11 @@ export class Executor {
     this.#approvalPolicy = new ApprovalPolicy(settings.approvals);
     this.#pending = new PendingApprovals(options.audit);
     this.#outputs = new OutputStore(settings.outputs);
-    this.#parked = new ParkedRuns(settings.approvals.stateKey, settings.http.replicaId);
+    this.#parked = new ParkedRuns(
+      settings.approvals.stateKey,
+      settings.http.replicaId,
+      settings.limits.maxParkedMs,
+    );
     this.#pool = new WarmPool(settings.sandbox.warmPool, () => this.#spawn({ preload: true }), log);
     this.#sessions = new SessionStore({
       ttlMs: settings.python.sessionTtlMs,
