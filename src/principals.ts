@@ -51,3 +51,25 @@ export function isHttpPrincipal(principal: string): boolean {
 export function principalName(principal: string): string {
   return isHttpPrincipal(principal) ? principal.slice(HTTP_PREFIX.length) : principal;
 }
+
+/**
+ * What one principal may hold of a cap that all share: `share` when the admin set one (at most the
+ * cap), otherwise half of the cap (at least 1), so that one principal always leaves room for
+ * another. `local` is alone in its process (stdio, or HTTP without authentication, where every
+ * caller is `local`), so it may use the whole cap.
+ *
+ * @param principal Who asks.
+ * @param cap The cap all principals share.
+ * @param share The admin's per-principal setting; 0 for the default.
+ * @returns How much of the cap the principal may hold.
+ *
+ * @example
+ * ```ts
+ * principalShare("http:alice", 100, 0); // 50
+ * principalShare("local", 100, 0); // 100
+ * ```
+ */
+export function principalShare(principal: string, cap: number, share: number): number {
+  if (!isHttpPrincipal(principal)) return cap;
+  return share > 0 ? Math.min(share, cap) : Math.max(1, Math.floor(cap / 2));
+}

@@ -24,6 +24,7 @@ import { ApprovalPolicy, PendingApprovals } from "../policy/approvals.ts";
 import { createProviderBackend } from "../sampling/providers.ts";
 import { HostPrivacy } from "../privacy/host.ts";
 import type { StdoutTokenizer } from "../privacy/stream.ts";
+import { principalShare } from "../principals.ts";
 import { type RunTokenizer, tokenizedProgress } from "../privacy/tokenizer.ts";
 import { ClientSession } from "../sampling/session.ts";
 import type { SamplingBackend } from "../sampling/types.ts";
@@ -151,6 +152,8 @@ export class Executor {
     this.#sessions = new SessionStore({
       ttlMs: settings.python.sessionTtlMs,
       max: settings.python.maxSessions,
+      ownerMax: (owner) =>
+        principalShare(owner, settings.python.maxSessions, settings.python.principalMaxSessions),
       settingPrefix: "python",
       log,
     });
