@@ -226,6 +226,18 @@ export class Executor {
     return { ...output, text: this.#privacy.forClient(output.text, principal) };
   }
 
+  /**
+   * Text on its way to a client that came from runs or their saves (`search_tools` output): with
+   * `privacy.tokenize`, its personal data becomes the principal's placeholders.
+   *
+   * @param text The text.
+   * @param principal Who reads it.
+   * @returns The text to send.
+   */
+  tokenizeForClient(text: string, principal: string): string {
+    return this.#privacy.forClient(text, principal);
+  }
+
   /** Runs of 2026-07-28 clients parked until the client's retry (`input_required`). */
   get parkedRuns(): ParkedRuns {
     return this.#parked;

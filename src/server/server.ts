@@ -406,7 +406,10 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
       args.limit ?? 10,
       args.detail ?? "signatures",
     );
-    return { content: [{ type: "text" as const, text }] };
+    // Skills' and upstreams' text (privacy.tokenize): as placeholders, like a run's result.
+    return {
+      content: [{ type: "text" as const, text: deps.executor.tokenizeForClient(text, principal) }],
+    };
   });
 
   let described = describeServers(deps.hub);

@@ -76,6 +76,13 @@ export interface SkillStoreOptions {
    * next call sees the result). 0 reads them on every call. Default 1000 ms.
    */
   listCacheMs?: number;
+  /**
+   * With `privacy.tokenize`: the category of personal data a text holds, if any. A skill's files
+   * reach clients as they are (their digests are served with them), so a save holding personal
+   * data is refused, and a stored skill that holds some (written by hand, or before tokenization
+   * was on) is left out of every list and not found.
+   */
+  personalData?: (text: string) => string | undefined;
 }
 
 /**
@@ -99,6 +106,9 @@ export class SkillStore {
     { at: number; records: Promise<SkillRecord[]>; refreshing?: boolean }
   >();
   readonly #reader: VersionReader;
+  readonly #personalData?: (text: string) => string | undefined;
+  /** Records already checked for personal data, by identity (records are cached and reused). */
+  readonly #checked = new WeakMap<SkillRecord, string | undefined>();
 
   /**
    * Creates a store over the settings' directories (nothing is read or made until used).
@@ -111,6 +121,7 @@ export class SkillStore {
     this.#dirs = skillDirs(settings, options);
     this.#log = options.log;
     this.#listCacheMs = options.listCacheMs ?? 1_000;
+    this.#personalData = options.personalData;
     this.#reader = new VersionReader({
       maxCodeBytes: settings.maxCodeBytes,
       maxSkillMdBytes: this.#skillMdMax(),
@@ -206,6 +217,24 @@ export class SkillStore {
     return records;
   }
 
+  /** The category of personal data a record's files hold (`privacy.tokenize`), if any. */
+  #heldPersonalData(record: SkillRecord): string | undefined {
+    const find = this.#personalData;
+    if (find === undefined) return undefined;
+    if (this.#checked.has(record)) return this.#checked.get(record);
+    const found = find(
+      [record.name, record.description, JSON.stringify(record.inputSchema), record.code].join("\n"),
+    );
+    this.#checked.set(record, found);
+    return found;
+  }
+
+  /** The record, or not found when it holds personal data that must not reach a client. */
+  #servable(record: SkillRecord, ref: string): SkillRecord {
+    if (this.#heldPersonalData(record) !== undefined) throw notFound(ref);
+    return record;
+  }
+
   async #readAll(principal?: string): Promise<SkillRecord[]> {
     const seen = new Set<string>();
     const records: SkillRecord[] = [];
@@ -225,7 +254,17 @@ export class SkillStore {
           })
         ),
       );
-      for (const record of read) if (record !== undefined) records.push(record);
+      for (const record of read) {
+        if (record === undefined) continue;
+        const found = this.#heldPersonalData(record);
+        if (found !== undefined) {
+          this.#log?.warn(
+            `Skipped skill ${record.dir}: it holds personal data (${found}) and privacy.tokenize is on; edit it or remove it`,
+          );
+          continue;
+        }
+        records.push(record);
+      }
     }
     return records.sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
   }
@@ -244,11 +283,11 @@ export class SkillStore {
     const root = await this.#rootOf(name, principal);
     if (root === undefined) throw notFound(ref);
     const latest = await this.#reader.read(root, name);
-    if (version === undefined || version === latest.version) return latest;
+    if (version === undefined || version === latest.version) return this.#servable(latest, ref);
     const dir = join(root.dir, VERSIONS_DIR, name, String(version));
     await this.#reader.versionsDirExists(root, name);
     if (!(await realDirOrMissing(dir))) throw notFound(ref);
-    return await this.#reader.read(root, name, version);
+    return this.#servable(await this.#reader.read(root, name, version), ref);
   }
 
   /**
@@ -299,6 +338,15 @@ export class SkillStore {
       );
     }
     const valid = validateSaveInput(input, this.#settings);
+    const held = this.#personalData?.(
+      [valid.name, valid.description, JSON.stringify(valid.inputSchema), valid.code].join("\n"),
+    );
+    if (held !== undefined) {
+      throw new CodeExecutorError(
+        "SkillInvalid",
+        `Cannot save skill "${valid.name}": it holds personal data (${held}), and with privacy.tokenize a skill's files reach clients as they are; use placeholders (<${held}_1>) in its code, or take the value from its arguments`,
+      );
+    }
     const name = valid.name;
     const root = await this.#saveRoot(name, principal);
     await this.#ensureRootReal(root);
