@@ -103,11 +103,11 @@ Deno.test("serve --http with CODE_EXECUTOR_HTTP_TOKEN runs both eras as principa
       () => true,
     );
     assert(refused, "a client without the token connected");
-    // The initialize above opened no run; the two runs ran as "default".
-    assertEquals(await waitForAudit(server, 2), ["default", "default"]);
+    // The initialize above opened no run; the two runs ran as "default" (http:default).
+    assertEquals(await waitForAudit(server, 2), ["http:default", "http:default"]);
     await assertNoTokenLeaked(server, [token]);
     assertMatch(server.stderr(), /POST \/mcp 401 .*principal=-/);
-    assertMatch(server.stderr(), /POST \/mcp 200 .*principal=default/);
+    assertMatch(server.stderr(), /POST \/mcp 200 .*principal=http:default/);
   } finally {
     await server.stop();
   }
@@ -142,9 +142,13 @@ Deno.test("serve --http with http.tokensFile runs each token as its own principa
           await client.close();
         }
       }
-      assertEquals((await waitForAudit(server, 3)).sort(), ["alice", "alice", "bob"]);
-      assertMatch(server.stderr(), /principal=alice/);
-      assertMatch(server.stderr(), /principal=bob/);
+      assertEquals((await waitForAudit(server, 3)).sort(), [
+        "http:alice",
+        "http:alice",
+        "http:bob",
+      ]);
+      assertMatch(server.stderr(), /principal=http:alice/);
+      assertMatch(server.stderr(), /principal=http:bob/);
       await assertNoTokenLeaked(server, [alice, bob]);
     } finally {
       await server.stop();
@@ -197,7 +201,7 @@ Deno.test("serve --http in bearer mode passes CODE_EXECUTOR_HTTP_TOKEN to no ups
         assertEquals(headers.authorization, undefined, JSON.stringify(headers));
         assert(!JSON.stringify(headers).includes(token), JSON.stringify(headers));
       }
-      assertEquals(await waitForAudit(server, 1), ["default"]);
+      assertEquals(await waitForAudit(server, 1), ["http:default"]);
       await assertNoTokenLeaked(server, [token]);
     } finally {
       await server.stop();
@@ -315,7 +319,7 @@ Deno.test("setup --http-token prints a token and adds named ones to a 0600 token
       } finally {
         await client.close();
       }
-      assertEquals(await waitForAudit(server, 1), ["bob"]);
+      assertEquals(await waitForAudit(server, 1), ["http:bob"]);
     } finally {
       await server.stop();
     }

@@ -294,7 +294,7 @@ Deno.test("serve --http never lets the bearer token out: not to the audit log, t
       }
       assert(!audit.includes(TOKEN), "the token is in the audit log");
       assertMatch(stderr, /\] debug: /);
-      assertMatch(stderr, /principal=default/);
+      assertMatch(stderr, /principal=http:default/);
       assert(
         !stderr.includes(TOKEN),
         stderr.split("\n").filter((l) => l.includes(TOKEN)).join("\n"),

@@ -268,9 +268,9 @@ Deno.test("serve --http with OAuth runs code in both eras with a token from the 
           .map((line) => JSON.parse(line)).filter((r) => r.kind === "execution")
           .map((r) => r.principal);
       await eventually(async () => (await principals()).length === 2, 10_000);
-      assertEquals(await principals(), [CLIENT_ID, CLIENT_ID]);
+      assertEquals(await principals(), [`http:${CLIENT_ID}`, `http:${CLIENT_ID}`]);
       assert(!(await Deno.readTextFile(audit)).includes(token), "the token is in the audit log");
-      assertMatch(server.stderr(), new RegExp(`POST /mcp 200 .*principal=${CLIENT_ID}`));
+      assertMatch(server.stderr(), new RegExp(`POST /mcp 200 .*principal=http:${CLIENT_ID}`));
       assert(!server.stderr().includes(token), "the token is in the server's stderr");
     });
   });

@@ -346,11 +346,11 @@ Deno.test("serve --http: a principal cannot use another principal's Python sessi
       }, 10_000);
       assert(recorded, `expected 5 execution records: ${JSON.stringify(lines)}`);
       assertEquals(lines.map((l) => [l.principal, l.session, l.outcome]), [
-        ["alice", "s", "ok"],
-        ["alice", "s", "ok"],
-        ["bob", "s", "error"],
-        ["bob", "s", "ok"],
-        ["alice", "s", "ok"],
+        ["http:alice", "s", "ok"],
+        ["http:alice", "s", "ok"],
+        ["http:bob", "s", "error"],
+        ["http:bob", "s", "ok"],
+        ["http:alice", "s", "ok"],
       ]);
       const raw = await Deno.readTextFile(server.auditPath);
       assert(!raw.includes(ALICE) && !raw.includes(BOB), "a token is in the audit log");

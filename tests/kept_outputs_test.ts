@@ -348,7 +348,7 @@ Deno.test("serve --http: a kept output is read by its principal only (resources/
       const audit = (await Deno.readTextFile(join(server.tempDir, "audit.jsonl"))).split("\n")
         .filter(Boolean).map((line) => JSON.parse(line));
       const keptBy = audit.filter((r) => r.keptOutputs).map((r) => [r.principal, r.keptOutputs]);
-      assertEquals(keptBy, [["alice", [{ id, part: "stdout", bytes: MB20 + 1 }]]]);
+      assertEquals(keptBy, [["http:alice", [{ id, part: "stdout", bytes: MB20 + 1 }]]]);
     } finally {
       await Promise.all(clients.map((client) => client.close().catch(() => {})));
       // SIGTERM drains and exits cleanly with outputs kept (Executor.close() drops them).

@@ -206,7 +206,10 @@ Deno.test({
             }`,
           );
           for (const replica of replicas) {
-            assertMatch(replica.serve.stderr(), /http: POST \/mcp 200 \d+ ms principal=default/);
+            assertMatch(
+              replica.serve.stderr(),
+              /http: POST \/mcp 200 \d+ ms principal=http:default/,
+            );
           }
           // nginx's log agrees: every run went to the replica whose upstream answered it.
           const byRequest = new Map((await log.accessLog()).map((line) => [line.requestId, line]));

@@ -117,7 +117,10 @@ Deno.test("schemaToType() renders enum as a union of JSON literals", () => {
   assertEquals(schemaToType({ enum: ["a", "b"] }), '"a" | "b"');
   assertEquals(schemaToType({ type: "string", enum: ["x"] }), '"x"');
   assertEquals(schemaToType({ enum: [1, -2.5, true, null] }), "1 | -2.5 | true | null");
-  assertEquals(schemaToType({ enum: ['say "hi"\n', "`${x}`"] }), '"say \\"hi\\"\\n" | "`${x}`"');
+  assertEquals(
+    schemaToType({ enum: ['say "hi"\n', "`${x}`"] }),
+    '"say \\"hi\\"\\n" | "\\u0060${x}\\u0060"',
+  );
   assertEquals(schemaToType({ enum: ["a", "a"] }), '"a"');
   assertEquals(schemaToType({ enum: [{ a: 1 }, [1]] }), "Record<string, unknown> | unknown[]");
   assertEquals(schemaToType({ enum: [] }), "never");
@@ -227,7 +230,7 @@ Deno.test("schemaToType() quotes property names that are not identifiers", () =>
       '  "2x"?: number;',
       '  "a b"?: boolean;',
       '  "x\\n}; evil(); //"?: string;',
-      '  "`tick`"?: null;',
+      '  "\\u0060tick\\u0060"?: null;',
       '  "\\u2028"?: null;',
       "  $ok_1?: string;",
       "}",
@@ -718,7 +721,7 @@ Deno.test("toolSignature() quotes hostile names and keeps them out of the code",
   assertEquals(
     signature,
     'tools.srv.xEvil(args: { "a\\n*/ b": string }): Promise<unknown>  // ' +
-      '"mcp__srv\\n}__x\\u2028evil()`"',
+      '"mcp__srv\\n}__x\\u2028evil()\\u0060"',
   );
 });
 

@@ -437,7 +437,7 @@ Deno.test("skills over HTTP: a principal's saves are its own; with skills.save a
       assertFails(
         await run(bob, saveTs({ name: "bobs", code: "return 'again';" })),
         "SkillSaveDisabled",
-        /principal "bob"/,
+        /principal "http:bob"/,
       );
       assertSaved(
         await run(alice, saveTs({ name: "alices", code: "return args.n + 2;" })),

@@ -152,7 +152,7 @@ Deno.test("docCommentLines() and stringLiteral() keep untrusted text inside comm
   assertEquals(docCommentLines("**/"), ["**\\/"]);
   assertEquals(docCommentLines("x".repeat(5000), { maxChars: 10 }), ["x".repeat(10) + "…"]);
   assertEquals(docCommentLines(""), []);
-  assertEquals(stringLiteral('a\u2028`${b}`"'), '"a\\u2028`${b}`\\""');
+  assertEquals(stringLiteral('a\u2028`${b}`"'), '"a\\u2028\\u0060${b}\\u0060\\""');
 });
 
 Deno.test("buildWheel() makes a pure-Python wheel that readWheels() loads", async () => {

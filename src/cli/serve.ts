@@ -4,6 +4,7 @@
  * @module
  */
 import { serveStdio } from "@modelcontextprotocol/server/stdio";
+import { personalDataFinder } from "../privacy/redaction.ts";
 import { cacheDir, defaultAuditPath } from "../config/paths.ts";
 import { loadSettings, type Settings } from "../config/settings.ts";
 import { discoverUpstreams } from "../config/upstream.ts";
@@ -89,7 +90,10 @@ async function openServices(options: ServeOptions, log: Logger): Promise<Service
     })
     : undefined;
   if (audit) log.info(`audit log: ${audit.path}`);
-  const skills = new SkillStore(settings.skills, { log });
+  const skills = new SkillStore(settings.skills, {
+    log,
+    personalData: personalDataFinder(settings.privacy),
+  });
   const executor = await Executor.create(settings, { log, hub, audit, skills });
   return { settings, log, hub, executor, audit, skills, onChange };
 }

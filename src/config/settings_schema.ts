@@ -31,10 +31,18 @@ const LimitsSchema = z.object({
   /** Executions one principal may start per minute; 0 is unlimited. */
   principalExecutionsPerMinute: z.number().int().min(0).default(0),
   /**
-   * Executions one principal may run at once; 0 means `maxConcurrent`. Free slots always go first
-   * to the waiting principal with the fewest runs, so one caller cannot starve the others.
+   * Executions one HTTP principal may hold at once, parked and held runs included; 0 is half of
+   * `maxConcurrent` (at least 1), so that one principal always leaves slots for others. Free slots
+   * go first to the waiting principal with the fewest runs. `local` (stdio, HTTP without auth) is
+   * alone in its process and may use every slot.
    */
   principalMaxConcurrent: z.number().int().min(0).default(0),
+  /**
+   * The most time a run of a 2026-07-28 client may spend parked between `input_required` rounds,
+   * in all, counted from its first question; past it the run is ended. Each question also has its
+   * own timeout (`approvals.timeoutMs`, `sampling.requestTimeoutMs`, the run's `timeoutMs`).
+   */
+  maxParkedMs: positiveInt.default(300_000),
 }).strict();
 
 const OutputsSchema = z.object({
@@ -123,6 +131,11 @@ const PythonSchema = z.object({
   sessionTtlMs: positiveInt.default(600_000),
   /** Sessions open at once. */
   maxSessions: positiveInt.default(8),
+  /**
+   * Sessions one HTTP principal may keep open; 0 is half of `maxSessions` (at least 1), so that
+   * one principal always leaves room for others. `local` may use them all.
+   */
+  principalMaxSessions: z.number().int().min(0).default(0),
   /** Directories of pure-Python wheels (*.whl) to make importable. */
   wheelDirs: z.array(z.string().min(1)).default([]),
 }).strict();
@@ -196,8 +209,19 @@ const HttpSchema = z.object({
    * `/readyz` and the requests of open 2025-era sessions.
    */
   maxRequests: positiveInt.default(256),
+  /**
+   * Requests one HTTP principal may have in flight, its open sessions' included (the exemption
+   * of `maxRequests` does not apply to it); 0 is half of `maxRequests` (at least 1). Past it that
+   * principal gets 503 and others are still served.
+   */
+  principalMaxRequests: z.number().int().min(0).default(0),
   /** 2025-era sessions open at once; a new one past it gets 503. */
   maxSessions: positiveInt.default(100),
+  /**
+   * 2025-era sessions one HTTP principal may keep open; 0 is half of `maxSessions` (at least 1).
+   * Past it that principal's initialize gets 503 and others can still open theirs.
+   */
+  principalMaxSessions: z.number().int().min(0).default(0),
   /** Idle time after which a 2025-era session is closed. */
   sessionIdleMs: positiveInt.default(30 * 60_000),
 }).strict();

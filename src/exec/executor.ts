@@ -24,6 +24,7 @@ import { ApprovalPolicy, PendingApprovals } from "../policy/approvals.ts";
 import { createProviderBackend } from "../sampling/providers.ts";
 import { HostPrivacy } from "../privacy/host.ts";
 import type { StdoutTokenizer } from "../privacy/stream.ts";
+import { principalShare } from "../principals.ts";
 import { type RunTokenizer, tokenizedProgress } from "../privacy/tokenizer.ts";
 import { ClientSession } from "../sampling/session.ts";
 import type { SamplingBackend } from "../sampling/types.ts";
@@ -142,11 +143,17 @@ export class Executor {
     this.#approvalPolicy = new ApprovalPolicy(settings.approvals);
     this.#pending = new PendingApprovals(options.audit);
     this.#outputs = new OutputStore(settings.outputs);
-    this.#parked = new ParkedRuns(settings.approvals.stateKey, settings.http.replicaId);
+    this.#parked = new ParkedRuns(
+      settings.approvals.stateKey,
+      settings.http.replicaId,
+      settings.limits.maxParkedMs,
+    );
     this.#pool = new WarmPool(settings.sandbox.warmPool, () => this.#spawn({ preload: true }), log);
     this.#sessions = new SessionStore({
       ttlMs: settings.python.sessionTtlMs,
       max: settings.python.maxSessions,
+      ownerMax: (owner) =>
+        principalShare(owner, settings.python.maxSessions, settings.python.principalMaxSessions),
       settingPrefix: "python",
       log,
     });
@@ -217,6 +224,18 @@ export class Executor {
   readOutputForClient(idOrUri: string, principal: string): KeptOutput & { text: string } {
     const output = this.#outputs.read(idOrUri, principal);
     return { ...output, text: this.#privacy.forClient(output.text, principal) };
+  }
+
+  /**
+   * Text on its way to a client that came from runs or their saves (`search_tools` output): with
+   * `privacy.tokenize`, its personal data becomes the principal's placeholders.
+   *
+   * @param text The text.
+   * @param principal Who reads it.
+   * @returns The text to send.
+   */
+  tokenizeForClient(text: string, principal: string): string {
+    return this.#privacy.forClient(text, principal);
   }
 
   /** Runs of 2026-07-28 clients parked until the client's retry (`input_required`). */

@@ -12,8 +12,7 @@ import type { ClientChannel } from "../sampling/channel.ts";
 import type { RunHold } from "./execution.ts";
 import type { SkillStore } from "../skills/store.ts";
 
-/** The principal of stdio and of HTTP without authentication: the machine's own user. */
-export const LOCAL_PRINCIPAL = "local";
+export { LOCAL_PRINCIPAL } from "../principals.ts";
 
 /** Options of one run. */
 export interface RunOptions {

@@ -11,9 +11,12 @@
  *
  * Every request is logged at info when it ends (an event stream when it closes): method, path
  * (one this server does not serve as `(other path)`, since it is the caller's text), status,
- * milliseconds and principal; never a header, a query string or a token. Until then it counts
+ * milliseconds, principal and, for refused credentials, the reason (`refused=expired`); never a
+ * header, a query string or a token. Until then it counts
  * against `http.maxRequests`; past the cap, new sessions and 2026-era requests get 503, while
- * `/healthz`, `/readyz` and the requests of open sessions are still served.
+ * `/healthz`, `/readyz` and the requests of open sessions are still served. Each principal's
+ * requests, its sessions' included, also count against its share (`http.principalMaxRequests`,
+ * half the cap by default), so that no principal can fill the cap for the others.
  *
  * @module
  */
@@ -29,6 +32,8 @@ import {
 import type { Settings } from "../config/settings.ts";
 import type { Logger } from "../log.ts";
 import { type Authenticator, authMode, createAuthenticator } from "./http_auth.ts";
+import { refusalReason } from "./auth_refusals.ts";
+import { isHttpPrincipal, principalShare } from "../principals.ts";
 import { LegacySessions, rpcError } from "./http_sessions.ts";
 import { type CodeExecutorServer, createServer, type ServerDeps } from "./server.ts";
 
@@ -259,6 +264,7 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
   );
   const sessions = new LegacySessions({
     max: http.maxSessions,
+    principalMax: http.principalMaxSessions,
     idleMs: http.sessionIdleMs,
     maxBodyBytes,
     replicaId: http.replicaId,
@@ -273,6 +279,9 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
   }
 
   let inFlight = 0;
+  // Requests in flight per principal, its open sessions' included: they are exempt from
+  // http.maxRequests, not from their principal's share of it (slow bodies would fill it).
+  const inFlightOf = new Map<string, number>();
   let accepting = true;
   // Made once the socket is bound: the resource URL (the OAuth audience and the protected
   // resource) holds the port, and `--port 0` learns it only then.
@@ -299,7 +308,23 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
     }
     const principal = await auth.authenticate(request);
     if (principal instanceof Response) return principal;
-    (request as Request & { principal?: string }).principal = principal.clientId;
+    const who = principal.clientId;
+    (request as Request & { principal?: string }).principal = who;
+    const mine = inFlightOf.get(who) ?? 0;
+    const share = principalShare(who, http.maxRequests, http.principalMaxRequests);
+    // `local` is every caller of a server without auth: the global cap alone holds for it, with
+    // its exemption for open sessions.
+    if (isHttpPrincipal(who) && mine >= share) {
+      return rpcError(
+        503,
+        -32000,
+        `Too many requests of yours at once: ${mine} (your share of http.maxRequests, http.principalMaxRequests ${share}); retry shortly`,
+      );
+    }
+    if (isHttpPrincipal(who)) {
+      inFlightOf.set(who, mine + 1);
+      (request as Request & { counted?: string }).counted = who;
+    }
     // The body is read and parsed once, here, and handed on parsed: reading a clone to tell the
     // eras apart and then the body again cost ~0.5 ms of every request (measured).
     const body = await within(readBody(request, maxBodyBytes), http.bodyTimeoutMs);
@@ -358,22 +383,31 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
       );
     }
     inFlight++;
+    const uncount = () => {
+      inFlight--;
+      const counted = (request as Request & { counted?: string }).counted;
+      if (counted === undefined) return;
+      const left = (inFlightOf.get(counted) ?? 1) - 1;
+      if (left > 0) inFlightOf.set(counted, left);
+      else inFlightOf.delete(counted);
+    };
     let response: Response;
     try {
       response = await route(request, path);
     } catch (error) {
-      inFlight--;
+      uncount();
       throw error;
     }
     // A request counts, and is logged, until its body has been sent: a 2025-era tool call or
     // GET stream answers at once with an event stream that stays open for the whole run.
     return untilSent(response, () => {
-      inFlight--;
+      uncount();
       const who = (request as Request & { principal?: string }).principal ?? "-";
+      const refused = refusalReason(response);
       log.info(
         `http: ${request.method} ${loggedPath(path, response.status)} ${response.status} ${
           Math.round(performance.now() - started)
-        } ms principal=${who}`,
+        } ms principal=${who}${refused ? ` refused=${refused}` : ""}`,
       );
     });
   });

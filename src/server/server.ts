@@ -21,6 +21,7 @@ import { ToolPolicy } from "../policy/tool_policy.ts";
 import type { SkillStore } from "../skills/store.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { skillSearchName, skillSignature, toolSignature } from "../upstream/signatures.ts";
+import { inertJson, lineCommentText, oneLineDoc } from "../upstream/untrusted_text.ts";
 import { type SearchSources, searchToolsAndSkills } from "../exec/tool_search.ts";
 import { SERVER_VERSION } from "../version.ts";
 import { attachAgentSkills } from "./agent_skills.ts";
@@ -278,7 +279,7 @@ export async function searchToolsText(
   );
   const unavailable = noServers
     ? []
-    : hub.catalog.summary().filter((s) => s.error).map((s) => `// ${s.error}`);
+    : hub.catalog.summary().filter((s) => s.error).map((s) => `// ${oneLineDoc(s.error!)}`);
   if (found.length === 0) {
     const none = noServers
       ? `No tools or skills match "${query}" (no MCP servers are configured).`
@@ -290,7 +291,7 @@ export async function searchToolsText(
       const skill = hit.skill;
       if (detail === "names") return skillSearchName(skill);
       if (detail === "schemas") {
-        return JSON.stringify({
+        return inertJson({
           name: skillSearchName(skill),
           kind: "skill",
           description: skill.description,
@@ -300,9 +301,10 @@ export async function searchToolsText(
       return skillSignature(skill);
     }
     const entry = hit.entry;
-    if (detail === "names") return entry.fullName;
+    // Upstream text: names and descriptions stay inert in what the model reads (untrusted_text.ts).
+    if (detail === "names") return lineCommentText(entry.fullName);
     if (detail === "schemas") {
-      return JSON.stringify({
+      return inertJson({
         name: entry.fullName,
         description: entry.description,
         inputSchema: entry.inputSchema,
@@ -406,7 +408,10 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
       args.limit ?? 10,
       args.detail ?? "signatures",
     );
-    return { content: [{ type: "text" as const, text }] };
+    // Skills' and upstreams' text (privacy.tokenize): as placeholders, like a run's result.
+    return {
+      content: [{ type: "text" as const, text: deps.executor.tokenizeForClient(text, principal) }],
+    };
   });
 
   let described = describeServers(deps.hub);
