@@ -36,7 +36,8 @@ import {
   stats,
   type StdioServer,
 } from "./_common.ts";
-import { EVERYTHING, homeEnv, MEMORY, ROOT } from "../tests/_helpers.ts";
+import { EVERYTHING, MEMORY } from "../tests/_pins.ts";
+import { homeEnv, ROOT } from "../tests/_env.ts";
 import { ApprovalGate } from "../src/exec/approvals.ts";
 import { ApprovalPolicy } from "../src/policy/approvals.ts";
 

@@ -44,14 +44,9 @@ import {
   sleep,
 } from "./_common.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
-import {
-  EVERYTHING,
-  MEMORY,
-  npmServer,
-  type ServerHarness,
-  serverPid,
-  startServer,
-} from "../tests/_helpers.ts";
+import { EVERYTHING, MEMORY } from "../tests/_pins.ts";
+import { npmServer } from "../tests/_env.ts";
+import { type ServerHarness, serverPid, startServer } from "../tests/_stdio_server.ts";
 /** Upstream tool calls one execution makes. */
 export const CALLS_PER_EXECUTION = 20;
 const ECHOES = 9;

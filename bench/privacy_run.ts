@@ -33,7 +33,7 @@ import {
   stats,
   type StdioServer,
 } from "./_common.ts";
-import { ROOT, serverEnv } from "../tests/_helpers.ts";
+import { ROOT, serverEnv } from "../tests/_env.ts";
 
 const FIXTURES = new URL("../tests/fixtures/", import.meta.url);
 const MB = 1024 * 1024;

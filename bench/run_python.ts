@@ -69,7 +69,8 @@ import {
   timedRefusal,
   timedRun,
 } from "./_common.ts";
-import { cacheHome, ROOT, sandboxPids, serverEnv } from "../tests/_helpers.ts";
+import { cacheHome, ROOT, serverEnv } from "../tests/_env.ts";
+import { sandboxPids } from "../tests/_proc.ts";
 import { resolveSettings } from "../src/config/settings.ts";
 import { Executor } from "../src/exec/executor.ts";
 import { createLogger } from "../src/log.ts";

@@ -59,7 +59,7 @@ import {
   timedRefusal,
   timedRun,
 } from "./_common.ts";
-import { ROOT, serverEnv } from "../tests/_helpers.ts";
+import { ROOT, serverEnv } from "../tests/_env.ts";
 
 const NAIVE_SERVER = fileURLToPath(new URL("./_naive_server.ts", import.meta.url));
 const CODE = "return 1";

@@ -41,7 +41,7 @@ import { SettingsSchema } from "../src/config/settings.ts";
 import { SkillStore } from "../src/skills/store.ts";
 import { ToolPolicy } from "../src/policy/tool_policy.ts";
 import { searchToolsText } from "../src/server/server.ts";
-import { ADD } from "../tests/_helpers.ts";
+import { ADD } from "../tests/_skills.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const QUERY = "add numbers";

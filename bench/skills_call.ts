@@ -32,7 +32,7 @@ import {
   stats,
   type StdioServer,
 } from "./_common.ts";
-import { homeEnv, ROOT } from "../tests/_helpers.ts";
+import { homeEnv, ROOT } from "../tests/_env.ts";
 
 interface Case {
   name: string;

@@ -57,7 +57,8 @@ import {
   type StdioServer,
   tokensOf,
 } from "./_common.ts";
-import { EVERYTHING, FILESYSTEM, homeEnv, MEMORY, ROOT } from "../tests/_helpers.ts";
+import { EVERYTHING, FILESYSTEM, MEMORY } from "../tests/_pins.ts";
+import { homeEnv, ROOT } from "../tests/_env.ts";
 
 const PACKAGES = { everything: EVERYTHING, filesystem: FILESYSTEM, memory: MEMORY } as const;
 const KINDS = ["everything", "filesystem", "memory"] as const;

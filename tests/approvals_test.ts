@@ -16,7 +16,7 @@ import {
   memoryText,
   startApprovalServer,
 } from "./_approvals.ts";
-import { eventually, sandboxPids } from "./_helpers.ts";
+import { eventually, sandboxPids } from "./_proc.ts";
 
 Deno.test("approvals with a client that answers elicitation", async (t) => {
   const server = await startApprovalServer();

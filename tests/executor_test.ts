@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { withExecutor } from "./_helpers.ts";
+import { withExecutor } from "./_executor.ts";
 
 Deno.test("Executor.runTypescript() reports errors at the code's own line numbers", async () => {
   await withExecutor({}, async (executor) => {

@@ -21,28 +21,26 @@ import {
   describeResult as describe,
   type RunResult,
 } from "./_assert.ts";
+import { denoDir, fixtureServer, ROOT, serverEnv, writeMcpConfig } from "./_env.ts";
 import {
   assertNoSandboxes,
-  closeAndCheck,
-  denoDir,
   eventually,
   exitOrKill,
-  fixtureServer,
-  initializeRequest,
   isAlive,
   leftovers,
   pidsWithEnv,
-  ROOT,
   sandboxDirs,
   sandboxPids,
-  serverEnv,
+  waitForExit,
+} from "./_proc.ts";
+import {
+  closeAndCheck,
   type ServerHarness,
   serverPid,
   spawnServe,
   startServer,
-  waitForExit,
-  writeMcpConfig,
-} from "./_helpers.ts";
+} from "./_stdio_server.ts";
+import { initializeRequest } from "./_client.ts";
 import { statusMb } from "../bench/_common.ts";
 import type { Logger } from "../src/log.ts";
 import { type ExecuteOptions, SandboxProcess } from "../src/exec/sandbox_process.ts";

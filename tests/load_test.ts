@@ -18,7 +18,8 @@
  */
 import type { Client } from "@modelcontextprotocol/client";
 import { assert, assertEquals } from "./_assert.ts";
-import { eventually, sandboxDirs, sandboxPids, serverPid } from "./_helpers.ts";
+import { eventually, sandboxDirs, sandboxPids } from "./_proc.ts";
+import { serverPid } from "./_stdio_server.ts";
 import { residentMb } from "../bench/_common.ts";
 import {
   CALLS_PER_EXECUTION,

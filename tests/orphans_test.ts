@@ -6,16 +6,10 @@
  */
 import { join } from "node:path";
 import { assert, assertReturns } from "./_assert.ts";
-import {
-  cpuTicksOver,
-  eventually,
-  fixtureServer,
-  livePids,
-  sandboxPids,
-  serverPid,
-  startServer,
-  withTempDir,
-} from "./_helpers.ts";
+import { fixtureServer } from "./_env.ts";
+import { cpuTicksOver, eventually, livePids, sandboxPids } from "./_proc.ts";
+import { withTempDir } from "./_fs.ts";
+import { serverPid, startServer } from "./_stdio_server.ts";
 import { parentDeathHelper } from "../src/parent_death.ts";
 
 Deno.test({

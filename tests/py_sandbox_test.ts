@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { processStat } from "./_helpers.ts";
+import { processStat } from "./_proc.ts";
 import { LIMITS, pyodideDir, withPyChild } from "./_pyodide.ts";
 import {
   DEFAULT_PYTHON_IMPORTS,

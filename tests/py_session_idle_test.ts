@@ -6,7 +6,7 @@
  * @module
  */
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { eventually, leftovers, processGone, processStat } from "./_helpers.ts";
+import { eventually, leftovers, processGone, processStat } from "./_proc.ts";
 import { LIMITS, withPyChild } from "./_pyodide.ts";
 import type { PyChild } from "../src/exec/py_sandbox.ts";
 import { parentDeathHelper } from "../src/parent_death.ts";

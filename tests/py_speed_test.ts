@@ -4,7 +4,8 @@
  * kill at the result (stderr mark), which must leave sessions alive.
  */
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { PoolMember as Member, sandboxPids, withExecutor } from "./_helpers.ts";
+import { sandboxPids } from "./_proc.ts";
+import { PoolMember as Member, withExecutor } from "./_executor.ts";
 import { LIMITS, withPyChild } from "./_pyodide.ts";
 import { WarmPool } from "../src/exec/warm_pool.ts";
 import { createLogger } from "../src/log.ts";

@@ -20,20 +20,12 @@ import {
   describeResult as describe,
   type RunResult,
 } from "./_assert.ts";
-import {
-  closeAndCheck,
-  cpuTicksOver,
-  eventually,
-  EVERYTHING,
-  forgedJsonRpcLines,
-  MEMORY,
-  npmServer,
-  recordInbound,
-  sandboxPids,
-  type ServerHarness,
-  startServer,
-  withTempDir,
-} from "./_helpers.ts";
+import { EVERYTHING, MEMORY } from "./_pins.ts";
+import { npmServer } from "./_env.ts";
+import { cpuTicksOver, eventually, sandboxPids } from "./_proc.ts";
+import { withTempDir } from "./_fs.ts";
+import { closeAndCheck, type ServerHarness, startServer } from "./_stdio_server.ts";
+import { forgedJsonRpcLines, recordInbound } from "./_client.ts";
 import { DEFAULT_PYTHON_IMPORTS } from "../src/exec/py_sandbox.ts";
 
 /** Idle Python children the server keeps, so that most runs skip the ~1 s interpreter boot. */

@@ -6,17 +6,10 @@
  * @module
  */
 import { assert, assertEquals, assertMatch, describeResult, type RunResult } from "./_assert.ts";
-import {
-  assertNoSandboxes,
-  eventually,
-  forgedJsonRpcLines,
-  recordInbound,
-  ROOT,
-  sandboxDirs,
-  sandboxPids,
-  type ServerHarness,
-  startServer,
-} from "./_helpers.ts";
+import { ROOT } from "./_env.ts";
+import { assertNoSandboxes, eventually, sandboxDirs, sandboxPids } from "./_proc.ts";
+import { type ServerHarness, startServer } from "./_stdio_server.ts";
+import { forgedJsonRpcLines, recordInbound } from "./_client.ts";
 
 /** Idle children the server keeps; pinned so that the leftover check can count them. */
 const WARM_POOL = 2;

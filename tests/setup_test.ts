@@ -10,20 +10,11 @@ import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { join, relative } from "node:path";
 import { createScanner, parse as parseJsonc } from "jsonc-parser";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import {
-  type CommandRun,
-  describeRun as describe,
-  EVERYTHING,
-  homeEnv,
-  MEMORY,
-  ROOT,
-  runCommand,
-  snapshotFiles,
-  startServer,
-  type UserDirs,
-  withUserDirs,
-  writeFileWithParents,
-} from "./_helpers.ts";
+import { EVERYTHING, MEMORY } from "./_pins.ts";
+import { homeEnv, ROOT } from "./_env.ts";
+import { type CommandRun, describeRun as describe, runCommand } from "./_command.ts";
+import { snapshotFiles, type UserDirs, withUserDirs, writeFileWithParents } from "./_fs.ts";
+import { startServer } from "./_stdio_server.ts";
 import { dailySyncPlan } from "../src/cli/sync.ts";
 import { unifiedDiff } from "../src/config/text_diff.ts";
 import { backupFile, writeFileAtomic } from "../src/config/safe_write.ts";

@@ -1,7 +1,7 @@
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { assert, assertEquals, assertMatch, assertRejects, assertThrows } from "./_assert.ts";
-import { type UserDirs, withUserDirs, writeFileWithParents as write } from "./_helpers.ts";
+import { type UserDirs, withUserDirs, writeFileWithParents as write } from "./_fs.ts";
 import {
   expandVars,
   UpstreamConfigError,

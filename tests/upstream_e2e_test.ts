@@ -18,27 +18,12 @@ import {
   describeResult as describe,
   type RunResult,
 } from "./_assert.ts";
-import {
-  closeAndCheck,
-  describeRun,
-  eventually,
-  EVERYTHING,
-  FILESYSTEM,
-  fixtureServer,
-  homeEnv,
-  MEMORY,
-  npmServer,
-  pidsWithEnv,
-  processGone,
-  ROOT,
-  runCommand,
-  sandboxDirs,
-  type ServerHarness,
-  startServer,
-  waitForExit,
-  withTempDir,
-  writeMcpConfig,
-} from "./_helpers.ts";
+import { EVERYTHING, FILESYSTEM, MEMORY } from "./_pins.ts";
+import { fixtureServer, homeEnv, npmServer, ROOT, writeMcpConfig } from "./_env.ts";
+import { eventually, pidsWithEnv, processGone, sandboxDirs, waitForExit } from "./_proc.ts";
+import { describeRun, runCommand } from "./_command.ts";
+import { withTempDir } from "./_fs.ts";
+import { closeAndCheck, type ServerHarness, startServer } from "./_stdio_server.ts";
 
 const DENO = Deno.execPath();
 const MISSING_COMMAND = "/nonexistent/ce-missing-mcp-server";
