@@ -29,6 +29,60 @@ export async function processStat(pid: number): Promise<ProcessStat> {
   return { state: fields[0], cpuTicks: Number(fields[11]) + Number(fields[12]) };
 }
 
+/** One thread of a process, as `/proc/<pid>/task/<tid>/stat` shows it. */
+export interface ThreadState {
+  /** Its name (`comm`): `worker-1` is the Worker that runs Python, `V8 DefaultWorke` V8's. */
+  name: string;
+  /** Its state, as in {@linkcode ProcessStat}. */
+  state: string;
+}
+
+/**
+ * Reads the state of every thread of a process.
+ *
+ * @param pid The process.
+ * @returns Its threads; none once it has gone.
+ */
+export async function threadStates(pid: number): Promise<ThreadState[]> {
+  const threads: ThreadState[] = [];
+  try {
+    for await (const entry of Deno.readDir(`/proc/${pid}/task`)) {
+      try {
+        const stat = await Deno.readTextFile(`/proc/${pid}/task/${entry.name}/stat`);
+        const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+        threads.push({ name, state: stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0] });
+      } catch {
+        // The thread ended while we looked.
+      }
+    }
+  } catch {
+    // The process has gone.
+  }
+  return threads;
+}
+
+/**
+ * Whether a process is idle: looked at a few times, once none of its threads was running. A
+ * thread that spins is runnable (`R`) at every look, even while the scheduler runs another; an
+ * idle process's threads sleep (`S`) in a wait, or are stopped (`T`). This is a state the kernel
+ * reports, not a measure of CPU time.
+ *
+ * @param pid The process.
+ * @param options `looks` (20 by default) taken `everyMs` apart (50 by default).
+ * @returns Whether one look found no thread in `R`; false once the process has gone.
+ */
+export async function seenIdle(
+  pid: number,
+  options: { looks?: number; everyMs?: number } = {},
+): Promise<boolean> {
+  for (let look = 0; look < (options.looks ?? 20); look++) {
+    if (look > 0) await new Promise((resolve) => setTimeout(resolve, options.everyMs ?? 50));
+    const threads = await threadStates(pid);
+    if (threads.length > 0 && threads.every((thread) => thread.state !== "R")) return true;
+  }
+  return false;
+}
+
 /**
  * Measures the CPU time processes use over the next while.
  *
