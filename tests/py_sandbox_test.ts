@@ -444,3 +444,84 @@ Deno.test({
     assertMatch(stuck.error?.traceback ?? "", /File "code\.py", line 2, in <module>/);
   },
 });
+
+Deno.test("PyChild.run() mixes synchronous and awaiting runs in one session", async () => {
+  await withPyChild({ session: true }, async (child) => {
+    const first = await child.run("x = 20\nprint('sync')\nx + 1", LIMITS);
+    assertEquals([first.ok, first.stdout, first.returnValue], [true, "sync\n", 21]);
+    const second = await child.run(
+      "import asyncio\nawait asyncio.sleep(0)\nx += 1\nprint('async')\nx",
+      LIMITS,
+    );
+    assertEquals([second.ok, second.stdout, second.returnValue], [true, "async\n", 21]);
+    // The session child is not killed at its result: its state survives.
+    const third = await child.run("\n\nx * 2", LIMITS);
+    assertEquals(third.returnValue, 42);
+    assert(!child.exited, "the session child was killed after its result");
+    const failed = await child.run("y = 1\n\nundefined_name + y", LIMITS);
+    assertEquals(failed.error?.type, "NameError");
+    assertMatch(failed.error?.traceback ?? "", /File "code\.py", line 3/);
+    const awaiting = await child.run("import asyncio\nawait asyncio.sleep(0)\n1 / 0", LIMITS);
+    assertEquals(awaiting.error?.type, "ZeroDivisionError");
+    assertMatch(awaiting.error?.traceback ?? "", /File "code\.py", line 3/);
+  });
+});
+
+Deno.test("PyChild.run() interrupts synchronous code at timeoutMs with its line", async () => {
+  const result = await withPyChild(
+    {},
+    (child) => child.run("n = 0\nwhile True:\n    n += 1", { ...LIMITS, timeoutMs: 1_500 }),
+  );
+  assertEquals(result.error?.type, "TimeoutError");
+  assertMatch(result.error?.traceback ?? "", /File "code\.py", line \d/);
+});
+
+Deno.test("PyChild's warm-up before ready leaves nothing in the fresh interpreter", async () => {
+  const result = await withPyChild({ allowedImports: "*" }, (child) =>
+    child.run(
+      [
+        "import builtins, linecache",
+        "[sorted(k for k, v in globals().items() if not k.startswith('__')",
+        "        and isinstance(v, (int, float, str, list, dict))),",
+        " hasattr(builtins, '_'), ''.join(linecache.getlines('code.py')).count('\\n')]",
+      ].join("\n"),
+      LIMITS,
+    ));
+  // code.py in linecache is this run's own source (4 lines), not the warm-up's.
+  assertEquals(result.returnValue, [[], false, 4]);
+});
+
+Deno.test({
+  name: "a ready Python child's V8 background threads run at nice 19, its Python thread does not",
+  ignore: Deno.build.os !== "linux",
+  async fn() {
+    await withPyChild({}, async (child) => {
+      const niceByThread = async () => {
+        const nice: Record<string, number[]> = {};
+        for await (const entry of Deno.readDir(`/proc/${child.pid}/task`)) {
+          const dir = `/proc/${child.pid}/task/${entry.name}`;
+          const comm = (await Deno.readTextFile(`${dir}/comm`)).trim();
+          // Field 19 of stat is the nice value; the fields after the command name start at 3.
+          const fields = (await Deno.readTextFile(`${dir}/stat`)).split(") ")[1].split(" ");
+          (nice[comm] ??= []).push(Number(fields[16]));
+        }
+        return nice;
+      };
+      let nice = await niceByThread();
+      const deadline = Date.now() + 10_000;
+      while (!nice["V8 DefaultWorke"]?.every((n) => n === 19) && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        nice = await niceByThread();
+      }
+      assert(
+        (nice["V8 DefaultWorke"] ?? []).length > 0,
+        `no V8 worker thread: ${JSON.stringify(nice)}`,
+      );
+      assertEquals(new Set(nice["V8 DefaultWorke"]), new Set([19]), JSON.stringify(nice));
+      // The Worker that runs Python keeps the default priority.
+      assertEquals(new Set(nice["worker-1"]), new Set([0]), JSON.stringify(nice));
+      const result = await child.run("1 + 1", LIMITS);
+      assertEquals(result.returnValue, 2);
+    });
+  },
+});
