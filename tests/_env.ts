@@ -117,6 +117,23 @@ export function fixtureServer(
 }
 
 /**
+ * An `mcp.json` entry that runs {@linkcode FIXTURE} with its fault tools (`crash`, `hang`,
+ * `babble`, `flood`, …) and writes its pid to `pidFile`.
+ *
+ * @param pidFile Where the fixture writes its pid (and `<pidFile>.hang` once a call hangs).
+ * @param env More of its environment (`FIXTURE_MODE`).
+ * @param extra More keys of the entry (`timeout`).
+ * @returns The entry.
+ */
+export function faultyFixtureServer(
+  pidFile: string,
+  env: Record<string, string> = {},
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return fixtureServer({ FIXTURE_PID_FILE: pidFile, FIXTURE_FAULTS: "1", ...env }, extra);
+}
+
+/**
  * Writes an `mcp.json` naming the given upstream servers.
  *
  * @param dir Where the file goes.

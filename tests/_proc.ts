@@ -240,6 +240,23 @@ export async function eventually(
 }
 
 /**
+ * Waits for a process to write its pid to a file (an upstream fixture does at start), and reads
+ * it.
+ *
+ * @param file The pid file.
+ * @param timeoutMs How long to wait for it.
+ * @returns The pid.
+ * @throws {AssertionError} When the file is not written in time.
+ */
+export async function readPidFile(file: string, timeoutMs = 15_000): Promise<number> {
+  assert(
+    await eventually(() => Deno.stat(file).then(() => true, () => false), timeoutMs),
+    `${file} was never written`,
+  );
+  return Number(await Deno.readTextFile(file));
+}
+
+/**
  * Asserts that no sandbox process and no sandbox directory of a server is left in its temp
  * directory, waiting up to `timeoutMs` for them to go.
  *
