@@ -18,20 +18,9 @@
  */
 import type { Client } from "@modelcontextprotocol/client";
 import { join } from "node:path";
-import {
-  loadAverage,
-  log,
-  parseBenchArgs,
-  percentile,
-  printReport,
-  residentMb,
-  round,
-  row,
-  runBench,
-  sleep,
-  type Stats,
-  stats,
-} from "./_common.ts";
+import { percentile, round, sleep, type Stats, stats } from "./_stats.ts";
+import { loadAverage, residentMb } from "./_machine.ts";
+import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
 import { loadJobs, type LoadOutcome, outcomeProblem, runJob, seedCode } from "./load.ts";
 import { EVERYTHING, MEMORY } from "../tests/_pins.ts";
 import { npmServer } from "../tests/_env.ts";

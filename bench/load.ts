@@ -27,22 +27,15 @@
  */
 import type { Client } from "@modelcontextprotocol/client";
 import { join } from "node:path";
+import { mean, percentile, round, sleep } from "./_stats.ts";
 import {
   loadAverage,
-  log,
   type MachineReport,
   machineReport,
   machineText,
-  mean,
-  parseBenchArgs,
-  percentile,
-  printReport,
   residentMb,
-  round,
-  row,
-  runBench,
-  sleep,
-} from "./_common.ts";
+} from "./_machine.ts";
+import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
 import { EVERYTHING, MEMORY } from "../tests/_pins.ts";
 import { npmServer } from "../tests/_env.ts";

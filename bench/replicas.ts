@@ -19,16 +19,9 @@
  * @module
  */
 import type { Client } from "@modelcontextprotocol/client";
-import {
-  loadAverage,
-  log,
-  parseBenchArgs,
-  percentile,
-  printReport,
-  round,
-  row,
-  runBench,
-} from "./_common.ts";
+import { percentile, round } from "./_stats.ts";
+import { loadAverage } from "./_machine.ts";
+import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
 import { connect } from "../tests/_client.ts";
 import { findNginx, type Nginx, startNginx } from "../tests/_nginx.ts";
 import { job, type Replica, runJobs, servedBy, startReplicas } from "../tests/_replicas.ts";

@@ -19,7 +19,7 @@ import {
 import { faultyFixtureServer } from "./_env.ts";
 import { eventually, readPidFile, sandboxDirs, sandboxPids, waitForExit } from "./_proc.ts";
 import { closeAndCheck, serverPid, startServer } from "./_stdio_server.ts";
-import { statusMb } from "../bench/_common.ts";
+import { statusMb } from "../bench/_machine.ts";
 
 const MiB = 1024 * 1024;
 /** tools.callTimeoutMs for the servers under test; the `hang` server's own `timeout` is lower. */

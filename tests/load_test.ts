@@ -20,7 +20,7 @@ import type { Client } from "@modelcontextprotocol/client";
 import { assert, assertEquals } from "./_assert.ts";
 import { eventually, sandboxDirs, sandboxPids } from "./_proc.ts";
 import { serverPid } from "./_stdio_server.ts";
-import { residentMb } from "../bench/_common.ts";
+import { residentMb } from "../bench/_machine.ts";
 import {
   CALLS_PER_EXECUTION,
   type LoadJob,
