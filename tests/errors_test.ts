@@ -7,7 +7,8 @@
  */
 import { join } from "node:path";
 import { assertEquals } from "./_assert.ts";
-import { ROOT, withExecutor } from "./_helpers.ts";
+import { ROOT } from "./_env.ts";
+import { withExecutor } from "./_executor.ts";
 import { CodeExecutorError, ERROR_TYPES } from "../src/errors.ts";
 
 /** Error types written as literals: `type: "X"`, `"type": "X"` and `CodeExecutorError("X"`. */

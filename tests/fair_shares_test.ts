@@ -12,11 +12,11 @@ import { join } from "node:path";
 import { assert, assertEquals, assertMatch, describeResult } from "./_assert.ts";
 import {
   callRun,
-  connectHttp,
-  type HttpServe,
+  connect,
+  type HttpServer,
   initializeRequest,
   postInitialize,
-  spawnHttpServe,
+  startHttpServer,
   withTempDir,
 } from "./_helpers.ts";
 import { generateToken } from "../src/server/http_auth.ts";
@@ -29,7 +29,7 @@ async function tokensFile(dir: string): Promise<{ path: string; alice: string; b
   return { path, alice, bob };
 }
 
-async function initialize(server: HttpServe, token: string): Promise<Response> {
+async function initialize(server: HttpServer, token: string): Promise<Response> {
   const response = await postInitialize(server.url, "fair-shares", `Bearer ${token}`);
   await response.body?.cancel();
   return response;
@@ -38,7 +38,7 @@ async function initialize(server: HttpServe, token: string): Promise<Response> {
 Deno.test("http.maxSessions: one principal's initializes leave sessions for another", async () => {
   await withTempDir("ce-fair-sessions-", async (dir) => {
     const tokens = await tokensFile(dir);
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       settings: { http: { tokensFile: tokens.path, maxSessions: 6 } },
     });
     try {
@@ -49,7 +49,7 @@ Deno.test("http.maxSessions: one principal's initializes leave sessions for anot
       assertMatch((await refused.json()).error.message, /http\.principalMaxSessions 3/);
       assertEquals((await initialize(server, tokens.bob)).status, 200);
     } finally {
-      await server.stop();
+      await server.close();
     }
   });
 });
@@ -57,14 +57,14 @@ Deno.test("http.maxSessions: one principal's initializes leave sessions for anot
 Deno.test("python.maxSessions: one principal's sessions leave sessions for another", async () => {
   await withTempDir("ce-fair-py-", async (dir) => {
     const tokens = await tokensFile(dir);
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       settings: { http: { tokensFile: tokens.path }, python: { maxSessions: 2 } },
     });
     const clients: Client[] = [];
     try {
-      const alice = await connectHttp(server.url, { token: tokens.alice });
+      const alice = await connect(server.url, { token: tokens.alice });
       clients.push(alice);
-      const bob = await connectHttp(server.url, { token: tokens.bob });
+      const bob = await connect(server.url, { token: tokens.bob });
       clients.push(bob);
       const first = await callRun(alice, "run_python", "1", { session: "a" });
       assertEquals(first.returnValue, 1, describeResult(first));
@@ -75,14 +75,14 @@ Deno.test("python.maxSessions: one principal's sessions leave sessions for anoth
       assertEquals(other.returnValue, 3, describeResult(other));
     } finally {
       for (const client of clients) await client.close().catch(() => {});
-      await server.stop();
+      await server.close();
     }
   });
 });
 
 /** Opens a POST whose body never finishes: the request stays in flight until `close()`. */
 async function slowPost(
-  server: HttpServe,
+  server: HttpServer,
   headers: Record<string, string>,
 ): Promise<{ status: Promise<number>; close(): void }> {
   const conn = await Deno.connect({ hostname: server.url.hostname, port: Number(server.url.port) });
@@ -115,7 +115,7 @@ async function slowPost(
 Deno.test("http.maxRequests: slow bodies on one principal's open session leave requests for another", async () => {
   await withTempDir("ce-fair-requests-", async (dir) => {
     const tokens = await tokensFile(dir);
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       settings: { http: { tokensFile: tokens.path, maxRequests: 6 } },
     });
     const slow: Array<{ status: Promise<number>; close(): void }> = [];
@@ -156,7 +156,7 @@ Deno.test("http.maxRequests: slow bodies on one principal's open session leave r
     } finally {
       for (const request of slow) request.close();
       await Promise.all(slow.map((request) => request.status));
-      await server.stop();
+      await server.close();
     }
   });
 });
@@ -171,7 +171,7 @@ type Round = {
 Deno.test("limits.maxConcurrent: one principal's parked runs leave slots for another", async () => {
   await withTempDir("ce-fair-slots-", async (dir) => {
     const tokens = await tokensFile(dir);
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       settings: { http: { tokensFile: tokens.path }, limits: { maxConcurrent: 4 } },
     });
     const clients: Client[] = [];
@@ -198,7 +198,7 @@ Deno.test("limits.maxConcurrent: one principal's parked runs leave slots for ano
       for (const round of parked) assertEquals(round.resultType, "input_required");
       const queued = [park(), park()];
 
-      const bob = await connectHttp(server.url, { token: tokens.bob });
+      const bob = await connect(server.url, { token: tokens.bob });
       clients.push(bob);
       const ran = await callRun(bob, "run_typescript", "return 'bob';");
       assertEquals(ran.returnValue, "bob", describeResult(ran));
@@ -222,7 +222,7 @@ Deno.test("limits.maxConcurrent: one principal's parked runs leave slots for ano
       }
     } finally {
       for (const client of clients) await client.close().catch(() => {});
-      await server.stop();
+      await server.close();
     }
   });
 });

@@ -17,7 +17,7 @@ import {
   memoryText,
   startApprovalServer,
 } from "./_approvals.ts";
-import { eventually, processStat, sandboxPids } from "./_helpers.ts";
+import { eventually, processStat, sandboxPids } from "./_proc.ts";
 
 const MODERN = { versionNegotiation: { mode: "auto" as const } };
 

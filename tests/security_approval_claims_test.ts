@@ -9,7 +9,7 @@
 import type { Client } from "@modelcontextprotocol/client";
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch, describeResult } from "./_assert.ts";
-import { callRun, connectHttp, fixtureServer, spawnHttpServe, withTempDir } from "./_helpers.ts";
+import { callRun, connect, fixtureServer, startHttpServer, withTempDir } from "./_helpers.ts";
 import { generateToken } from "../src/server/http_auth.ts";
 
 const CODE =
@@ -23,7 +23,7 @@ Deno.test("an approval claim copied as the refusal shows it is accepted, with pl
     await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
     const callLog = join(dir, "calls.log");
     await Deno.writeTextFile(callLog, "");
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       settings: {
         http: { tokensFile },
         approvals: { require: ["mcp__fixture__rec*"] },
@@ -34,9 +34,9 @@ Deno.test("an approval claim copied as the refusal shows it is accepted, with pl
     const clients: Client[] = [];
     const calls = async () => (await Deno.readTextFile(callLog)).split("\n").filter(Boolean);
     try {
-      const asAlice = await connectHttp(server.url, { token: alice });
+      const asAlice = await connect(server.url, { token: alice });
       clients.push(asAlice);
-      const asBob = await connectHttp(server.url, { token: bob });
+      const asBob = await connect(server.url, { token: bob });
       clients.push(asBob);
       const refused = await callRun(asAlice, "run_typescript", CODE);
       assertEquals(refused.error?.type, "ApprovalDenied", describeResult(refused));
@@ -62,7 +62,7 @@ Deno.test("an approval claim copied as the refusal shows it is accepted, with pl
       assertEquals((await calls()).length, 1);
     } finally {
       for (const client of clients) await client.close().catch(() => {});
-      await server.stop();
+      await server.close();
     }
   });
 });

@@ -11,12 +11,12 @@ import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import {
   describeRun,
   eventually,
-  type HttpServe,
+  type HttpServer,
   initializeRequest,
   ROOT,
   runCommand,
   serverEnv,
-  spawnHttpServe,
+  startHttpServer,
   withTempDir,
 } from "./_helpers.ts";
 import { generateToken } from "../src/server/http_auth.ts";
@@ -29,7 +29,7 @@ interface Refusal {
   challenge: string;
 }
 
-async function initializeWith(server: HttpServe, authorization?: string): Promise<Response> {
+async function initializeWith(server: HttpServer, authorization?: string): Promise<Response> {
   return await fetch(server.url, {
     method: "POST",
     headers: {
@@ -41,7 +41,7 @@ async function initializeWith(server: HttpServe, authorization?: string): Promis
   });
 }
 
-async function refusal(server: HttpServe, authorization?: string): Promise<Refusal> {
+async function refusal(server: HttpServer, authorization?: string): Promise<Refusal> {
   const response = await initializeWith(server, authorization);
   const text = await response.text();
   assertEquals(response.status, 401, `${authorization}: ${text}`);
@@ -77,7 +77,7 @@ Deno.test("a refused bearer token's 401 and log line name the reason and never t
     const bob = generateToken();
     const tokensFile = join(dir, "tokens");
     await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
-    const server = await spawnHttpServe({ settings: { http: { tokensFile } } });
+    const server = await startHttpServer({ settings: { http: { tokensFile } } });
     try {
       const wrong = generateToken();
       const secrets = [alice, bob, wrong];
@@ -139,7 +139,7 @@ Deno.test("a refused bearer token's 401 and log line name the reason and never t
       assertEquals(ok.code, 0, describeRun(ok));
       assertMatch(ok.stdout, /token +accepted/);
     } finally {
-      await server.stop();
+      await server.close();
     }
   });
 });
@@ -147,7 +147,7 @@ Deno.test("a refused bearer token's 401 and log line name the reason and never t
 Deno.test("a refused OAuth token says expired or wrong audience, in the 401 and the log", async () => {
   const as = await startAuthorizationServer();
   try {
-    const server = await spawnHttpServe({ settings: { http: { oauth: { issuer: as.issuer } } } });
+    const server = await startHttpServer({ settings: { http: { oauth: { issuer: as.issuer } } } });
     try {
       const resource = server.url.href;
       const now = Math.floor(Date.now() / 1000);
@@ -172,7 +172,7 @@ Deno.test("a refused OAuth token says expired or wrong audience, in the 401 and 
         assert(!server.stderr().includes(secret), "a token is in the log");
       }
     } finally {
-      await server.stop();
+      await server.close();
     }
   } finally {
     await as.stop();

@@ -8,7 +8,7 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { spawnHttpServe, withTempDir } from "./_helpers.ts";
+import { startHttpServer, withTempDir } from "./_helpers.ts";
 import { generateToken } from "../src/server/http_auth.ts";
 
 type Round = {
@@ -61,7 +61,7 @@ Deno.test("a 2026-era retry with no answers is refused and re-arms nothing; a ru
     const bob = generateToken();
     const tokensFile = join(dir, "tokens");
     await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       settings: { http: { tokensFile }, limits: { maxParkedMs: 1_500 } },
     });
     const clients: Client[] = [];
@@ -121,7 +121,7 @@ Deno.test("a 2026-era retry with no answers is refused and re-arms nothing; a ru
       );
     } finally {
       for (const client of clients) await client.close().catch(() => {});
-      await server.stop();
+      await server.close();
     }
   });
 });

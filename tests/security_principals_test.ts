@@ -9,11 +9,11 @@
 import { join } from "node:path";
 import { assert, assertEquals, describeResult, type RunResult } from "./_assert.ts";
 import {
-  callRunTypescript,
-  connectHttp,
+  callRun,
+  connect,
   eventually,
-  type HttpServe,
-  spawnHttpServe,
+  type HttpServer,
+  startHttpServer,
   withTempDir,
 } from "./_helpers.ts";
 import { generateToken } from "../src/server/http_auth.ts";
@@ -37,10 +37,10 @@ function skillsSettings(dir: string): Record<string, unknown> {
   };
 }
 
-async function runAs(server: HttpServe, token: string, code: string): Promise<RunResult> {
-  const client = await connectHttp(server.url, { token });
+async function runAs(server: HttpServer, token: string, code: string): Promise<RunResult> {
+  const client = await connect(server.url, { token });
   try {
-    return await callRunTypescript(client, code);
+    return await callRun(client, "run_typescript", code);
   } finally {
     await client.close();
   }
@@ -56,7 +56,7 @@ async function entries(dir: string): Promise<string[]> {
   return names.sort();
 }
 
-async function auditedPrincipals(server: HttpServe): Promise<string[]> {
+async function auditedPrincipals(server: HttpServer): Promise<string[]> {
   const text = await Deno.readTextFile(join(server.tempDir, "audit.jsonl")).catch(() => "");
   return text.split("\n").filter(Boolean).map((line) => JSON.parse(line))
     .filter((record) => record.kind === "execution").map((record) => record.principal);
@@ -64,7 +64,7 @@ async function auditedPrincipals(server: HttpServe): Promise<string[]> {
 
 /** The attack: a principal called `local` saves, another principal lists and runs the skill. */
 async function attempt(
-  server: HttpServe,
+  server: HttpServer,
   dir: string,
   tokens: { local: string; other: string },
 ): Promise<void> {
@@ -92,7 +92,7 @@ Deno.test("a tokens-file principal named local is http:local: its skills are its
     const bob = generateToken();
     const tokensFile = join(dir, "tokens");
     await Deno.writeTextFile(tokensFile, `local ${local}\nbob ${bob}\n`, { mode: 0o600 });
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       settings: { http: { tokensFile }, skills: skillsSettings(dir) },
     });
     try {
@@ -102,7 +102,7 @@ Deno.test("a tokens-file principal named local is http:local: its skills are its
       assert(!principals.includes("local"), `an HTTP run was audited as local: ${principals}`);
       assertEquals([...new Set(principals)].sort(), ["http:bob", "http:local"]);
     } finally {
-      await server.stop();
+      await server.close();
     }
   });
 });
@@ -111,7 +111,7 @@ Deno.test("an OAuth token whose sub is local is http:local: its skills are its o
   const as = await startAuthorizationServer();
   try {
     await withTempDir("ce-principals-oauth-", async (dir) => {
-      const server = await spawnHttpServe({
+      const server = await startHttpServer({
         settings: { http: { oauth: { issuer: as.issuer } }, skills: skillsSettings(dir) },
       });
       try {
@@ -122,7 +122,7 @@ Deno.test("an OAuth token whose sub is local is http:local: its skills are its o
         const other = await as.token(resource);
         await attempt(server, dir, { local, other });
       } finally {
-        await server.stop();
+        await server.close();
       }
     });
   } finally {
@@ -136,11 +136,11 @@ Deno.test("a tokens file cannot name default beside CODE_EXECUTOR_HTTP_TOKEN", a
     await Deno.writeTextFile(tokensFile, `default ${generateToken()}\n`, { mode: 0o600 });
     let failed: Error | undefined;
     try {
-      const server = await spawnHttpServe({
+      const server = await startHttpServer({
         settings: { http: { tokensFile } },
         env: { CODE_EXECUTOR_HTTP_TOKEN: generateToken() },
       });
-      await server.stop();
+      await server.close();
     } catch (error) {
       failed = error as Error;
     }

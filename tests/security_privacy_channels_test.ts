@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { SettingsSchema } from "../src/config/settings.ts";
 import { SkillStore } from "../src/skills/store.ts";
 import { assert, assertEquals, assertRejects, describeResult } from "./_assert.ts";
-import { callRun, connectHttp, fixtureServer, spawnHttpServe, withTempDir } from "./_helpers.ts";
+import { callRun, connect, fixtureServer, startHttpServer, withTempDir } from "./_helpers.ts";
 import { generateToken } from "../src/server/http_auth.ts";
 
 const EMAIL = "jane.doe@example.org";
@@ -59,15 +59,15 @@ Deno.test("privacy.tokenize: error names, tool-call names and skills carry no re
       },
       "http:root",
     );
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       settings: { http: { tokensFile }, privacy: { tokenize: true }, skills },
       upstream: { fixture: fixtureServer({}) },
     });
     const clients: Client[] = [];
     try {
-      const asAlice = await connectHttp(server.url, { token: alice });
+      const asAlice = await connect(server.url, { token: alice });
       clients.push(asAlice);
-      const asBob = await connectHttp(server.url, { token: bob });
+      const asBob = await connect(server.url, { token: bob });
       clients.push(asBob);
 
       const named = await callRun(
@@ -133,7 +133,7 @@ Deno.test("privacy.tokenize: error names, tool-call names and skills carry no re
       assert(!audit.includes(EMAIL), "the audit log holds the value");
     } finally {
       for (const client of clients) await client.close().catch(() => {});
-      await server.stop();
+      await server.close();
     }
   });
 });

@@ -10,7 +10,7 @@
 import type { Client } from "@modelcontextprotocol/client";
 import { join } from "node:path";
 import { assertEquals, assertMatch, describeResult } from "./_assert.ts";
-import { callRun, connectHttp, spawnHttpServe, withTempDir } from "./_helpers.ts";
+import { callRun, connect, startHttpServer, withTempDir } from "./_helpers.ts";
 import { generateToken } from "../src/server/http_auth.ts";
 
 function save(name: string, inputSchema: Record<string, unknown>): string {
@@ -34,7 +34,7 @@ Deno.test("a skill's pathological schema blocks neither /healthz nor another pri
     const bob = generateToken();
     const tokensFile = join(dir, "tokens");
     await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       settings: {
         http: { tokensFile },
         skills: {
@@ -46,9 +46,9 @@ Deno.test("a skill's pathological schema blocks neither /healthz nor another pri
     });
     const clients: Client[] = [];
     try {
-      const asAlice = await connectHttp(server.url, { token: alice });
+      const asAlice = await connect(server.url, { token: alice });
       clients.push(asAlice);
-      const asBob = await connectHttp(server.url, { token: bob });
+      const asBob = await connect(server.url, { token: bob });
       clients.push(asBob);
 
       const backref = await callRun(
@@ -92,7 +92,7 @@ Deno.test("a skill's pathological schema blocks neither /healthz nor another pri
       assertEquals(checked.error?.type, "ToolValidationError", describeResult(checked));
     } finally {
       for (const client of clients) await client.close().catch(() => {});
-      await server.stop();
+      await server.close();
     }
   });
 });

@@ -11,7 +11,7 @@
 import type { Client } from "@modelcontextprotocol/client";
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { connectHttp, fixtureServer, spawnHttpServe, withTempDir } from "./_helpers.ts";
+import { connect, fixtureServer, startHttpServer, withTempDir } from "./_helpers.ts";
 import { generateToken } from "../src/server/http_auth.ts";
 
 const DESCRIPTION =
@@ -41,14 +41,14 @@ Deno.test("search_tools keeps an upstream's hostile names and descriptions insid
       description: DESCRIPTION,
       properties: { [PROPERTY]: DESCRIPTION },
     }];
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       settings: { http: { tokensFile } },
       upstream: { fixture: fixtureServer({ FIXTURE_EXTRA_TOOLS: JSON.stringify(tools) }) },
     });
     const clients: Client[] = [];
     try {
       for (const token of [alice, bob]) {
-        const client = await connectHttp(server.url, { token });
+        const client = await connect(server.url, { token });
         clients.push(client);
 
         const signatures = await search(client, "signatures");
@@ -85,7 +85,7 @@ Deno.test("search_tools keeps an upstream's hostile names and descriptions insid
       }
     } finally {
       for (const client of clients) await client.close().catch(() => {});
-      await server.stop();
+      await server.close();
     }
   });
 });

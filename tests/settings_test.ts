@@ -1,7 +1,8 @@
 import { join } from "node:path";
 import { z } from "zod";
 import { assert, assertEquals, assertMatch, assertRejects } from "./_assert.ts";
-import { ROOT, type UserDirs, withUserDirs } from "./_helpers.ts";
+import { ROOT } from "./_env.ts";
+import { type UserDirs, withUserDirs } from "./_fs.ts";
 import {
   ENV_OVERRIDES,
   loadSettings,

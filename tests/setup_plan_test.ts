@@ -7,7 +7,7 @@
 import { join } from "node:path";
 import { parse as parseJsonc } from "jsonc-parser";
 import { assert, assertEquals, assertMatch, assertThrows } from "./_assert.ts";
-import { type UserDirs, withUserDirs, writeFileWithParents as write } from "./_helpers.ts";
+import { type UserDirs, withUserDirs, writeFileWithParents as write } from "./_fs.ts";
 import {
   clientConfigs,
   type ClientId,

@@ -13,20 +13,10 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { describeResult, type RunResult } from "./_assert.ts";
-import {
-  type CommandRun,
-  EVERYTHING,
-  FILESYSTEM,
-  fixtureServer,
-  homeEnv,
-  MEMORY,
-  npmServer,
-  ROOT,
-  runCommand,
-  type ServerHarness,
-  startServer,
-  writeMcpConfig,
-} from "./_helpers.ts";
+import { EVERYTHING, FILESYSTEM, MEMORY } from "./_pins.ts";
+import { fixtureServer, homeEnv, npmServer, ROOT, writeMcpConfig } from "./_env.ts";
+import { type CommandRun, runCommand } from "./_command.ts";
+import { type ServerHarness, startServer } from "./_stdio_server.ts";
 import {
   assignNames,
   moduleNames,
