@@ -275,6 +275,8 @@ const SamplingSchema = z.object({
   auditPrompts: z.boolean().default(false),
   /** Whether `askUser` may send elicitation requests to the client. */
   elicitation: z.boolean().default(true),
+  /** `askUser` questions one execution may ask; the ones past it fail without reaching anyone. */
+  maxQuestions: positiveInt.default(20),
   /** The provider API used when the client cannot sample; none by default. */
   provider: ProviderSchema.optional(),
 }).strict();
