@@ -62,7 +62,12 @@ Deno.test("a 2026-era retry with no answers is refused and re-arms nothing; a ru
     const tokensFile = join(dir, "tokens");
     await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
     const server = await startHttpServer({
-      settings: { http: { tokensFile }, limits: { maxParkedMs: 1_500 } },
+      // A cap on questions far above what the loop below reaches: only its time parked ends it.
+      settings: {
+        http: { tokensFile },
+        limits: { maxParkedMs: 1_500 },
+        sampling: { maxQuestions: 10_000 },
+      },
     });
     const clients: Client[] = [];
     try {

@@ -360,6 +360,10 @@ const SamplingSchema = z.object({
   elicitation: z.boolean().default(true).meta({
     description: "Whether `askUser` may ask the client's user (elicitation requests).",
   }),
+  maxQuestions: positiveInt.default(20).meta({
+    description:
+      "`askUser` questions one execution may ask, nested skill runs included; the ones past it fail with `SamplingBudgetError` without reaching anyone.",
+  }),
   provider: ProviderSchema.optional().meta({
     description:
       "The provider API that answers `llm.*` when the client cannot sample; none by default.",
