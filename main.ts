@@ -20,6 +20,7 @@ import { doctor } from "./src/cli/doctor.ts";
 import { runFile } from "./src/cli/run.ts";
 import { serve } from "./src/cli/serve.ts";
 import { SettingsError } from "./src/config/settings.ts";
+import { UpstreamConfigError } from "./src/config/server_entry.ts";
 import { SERVER_VERSION } from "./src/version.ts";
 import { flushLogs } from "./src/log.ts";
 
@@ -172,8 +173,8 @@ if (import.meta.main) {
     await flushLogs();
     Deno.exit(code);
   } catch (error) {
-    const known = error instanceof SettingsError || error instanceof TypeError ||
-      error instanceof Deno.errors.NotFound;
+    const known = error instanceof SettingsError || error instanceof UpstreamConfigError ||
+      error instanceof TypeError || error instanceof Deno.errors.NotFound;
     console.error(`code-executor: ${known ? (error as Error).message : (error as Error).stack}`);
     await flushLogs();
     Deno.exit(2);

@@ -271,7 +271,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
           assertEquals(value.first.name, "ToolCallError", describe(result));
           assertMatch(
             value.first.message,
-            /^Server "dead" is unavailable: the process exited during start-up .*run ".*upstream_fixture\.ts" by hand to see why/,
+            /^Server "dead" is unavailable: the process exited during start-up; the last lines it wrote to stderr:\n {2}upstream-fixture: FIXTURE_MODE=exit, refusing to start\nRun it by hand to see more: .*upstream_fixture\.ts$/,
           );
           assertMatch(value.second.message, /^Server "dead" is unavailable: /);
           assertEquals(value.thing, "thing h");

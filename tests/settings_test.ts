@@ -121,7 +121,7 @@ Deno.test("loadSettings() reports JSONC syntax errors with the file and line", a
       '{\n  "limits": {\n    "timeoutMs": 5 5\n}',
     );
     const message = await settingsError(() => loadSettings({ cwd: project, env: { HOME: home } }));
-    assertMatch(message, /\.code-executor\.jsonc: .* at line 3/);
+    assertMatch(message, /\.code-executor\.jsonc:3:20: a "," is missing before this/);
   });
 });
 

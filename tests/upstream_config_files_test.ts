@@ -85,7 +85,7 @@ Deno.test("discoverUpstreams() records a malformed client file and still uses th
     assertEquals([desktop.found, desktop.servers, desktop.error], [true, 1, undefined]);
     assertEquals([cursorProject.kind, cursorProject.found], ["cursor-project", false]);
     assertEquals([claude.found, claude.servers], [true, 0]);
-    assertMatch(claude.error ?? "", new RegExp(`^Cannot parse ${escapeRegExp(p.claude)}: `));
+    assertMatch(claude.error ?? "", new RegExp(`^Cannot parse ${escapeRegExp(p.claude)}:1:\\d+: `));
     assertEquals(
       cursor.error,
       `Invalid MCP config file ${p.cursor}: "mcpServers" must be an object`,
@@ -106,7 +106,7 @@ Deno.test("discoverUpstreams() throws naming an explicit file that is malformed 
       () => discover(dirs, {}, { configPaths: [p.cli1] }),
       UpstreamConfigError,
     );
-    assertMatch(malformed, new RegExp(`^Cannot parse ${escapeRegExp(p.cli1)}: `));
+    assertMatch(malformed, new RegExp(`^Cannot parse ${escapeRegExp(p.cli1)}:1:\\d+: `));
 
     await write(p.cli2, '{ "mcpServers": "github" }');
     const { message: notObject } = await assertRejects(
@@ -127,7 +127,7 @@ Deno.test("discoverUpstreams() throws naming an explicit file that is malformed 
       () => discover(dirs, { MCP_CONFIG_PATH: p.envFile }),
       UpstreamConfigError,
     );
-    assertMatch(fromEnv, new RegExp(`^Cannot parse ${escapeRegExp(p.envFile)}: `));
+    assertMatch(fromEnv, new RegExp(`^Cannot parse ${escapeRegExp(p.envFile)}:1:\\d+: `));
   });
 });
 

@@ -23,7 +23,7 @@ import type { Hub } from "../upstream/hub.ts";
 import { skillSearchName, skillSignature, toolSignature } from "../upstream/signatures.ts";
 import { inertJson, lineCommentText, oneLineDoc } from "../upstream/untrusted_text.ts";
 import { type SearchSources, searchToolsAndSkills } from "../exec/tool_search.ts";
-import { SERVER_VERSION } from "../version.ts";
+import { SERVER_NAME, SERVER_VERSION } from "../version.ts";
 import { attachAgentSkills } from "./agent_skills.ts";
 import { offerApproveTool } from "./approve_tool.ts";
 import { clientChannel } from "./client_channel.ts";
@@ -31,7 +31,7 @@ import { outputLinks, registerOutputResources } from "./kept_outputs.ts";
 import { runInRounds, takesRounds } from "./input_rounds.ts";
 
 /** Name and version reported to clients. */
-export const SERVER_INFO = { name: "code-executor", version: SERVER_VERSION } as const;
+export const SERVER_INFO = { name: SERVER_NAME, version: SERVER_VERSION } as const;
 
 /**
  * Presents a zod schema without `$schema` in its JSON Schema: 2020-12 is MCP's default dialect,
@@ -180,14 +180,22 @@ const RUN_PYTHON_DESCRIPTION = [
 ].join("\n");
 
 function describeServers(hub: Hub | undefined): string {
+  // A config file that does not parse may hold the servers the user means: say which, so that
+  // neither the model nor the user takes "none configured" for the truth.
+  const files = hub?.config.sources.filter((s) => s.error).map((s) => s.path) ?? [];
+  const skipped = files.length
+    ? `\nSkipped config files (see code-executor doctor): ${files.join(", ")}`
+    : "";
   if (!hub || hub.pool.names.length === 0) {
-    return "\nNo MCP servers are configured (see code-executor setup).";
+    return (skipped
+      ? "\nNo MCP servers are usable."
+      : "\nNo MCP servers are configured (see code-executor setup).") + skipped;
   }
   const parts = hub.catalog.summary().map((s) =>
     s.error ? `${s.name} (unavailable)` : s.tools === undefined ? s.name : `${s.name} (${s.tools})`
   );
   const broken = hub.config.broken.map((b) => `${b.name} (misconfigured)`);
-  return `\nServers (tools): ${[...parts, ...broken].join(", ")}`;
+  return `\nServers (tools): ${[...parts, ...broken].join(", ")}${skipped}`;
 }
 
 /** What the server needs from the rest of the program. */
@@ -271,18 +279,31 @@ export async function searchToolsText(
 ): Promise<string> {
   const { hub } = sources;
   const noServers = !hub || hub.pool.names.length === 0;
-  if (noServers && !sources.skills) return "No MCP servers are configured.";
+  const skippedFiles = (hub?.config.sources ?? []).filter((s) => s.error).map((s) =>
+    `// Skipped config file ${s.path} (see code-executor doctor)`
+  );
+  const noneConfigured = skippedFiles.length
+    ? "no MCP servers are usable"
+    : "no MCP servers are configured";
+  if (noServers && !sources.skills) {
+    return skippedFiles.length
+      ? ["No MCP servers are usable.", ...skippedFiles].join("\n")
+      : "No MCP servers are configured.";
+  }
   const found = await searchToolsAndSkills(
     { ...sources, catalog: noServers ? undefined : hub.catalog },
     query,
     limit,
   );
-  const unavailable = noServers
-    ? []
-    : hub.catalog.summary().filter((s) => s.error).map((s) => `// ${oneLineDoc(s.error!)}`);
+  const unavailable = [
+    ...(noServers
+      ? []
+      : hub.catalog.summary().filter((s) => s.error).map((s) => `// ${oneLineDoc(s.error!)}`)),
+    ...skippedFiles,
+  ];
   if (found.length === 0) {
     const none = noServers
-      ? `No tools or skills match "${query}" (no MCP servers are configured).`
+      ? `No tools or skills match "${query}" (${noneConfigured}).`
       : `No tools or skills match "${query}".`;
     return [none, ...unavailable].join("\n");
   }
