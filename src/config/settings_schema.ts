@@ -315,6 +315,31 @@ const SkillsSchema = z.object({
   maxSkills: positiveInt.max(100_000).default(1_000),
 }).strict();
 
+const StateSchema = z.object({
+  /**
+   * The shared state store of replicas behind one endpoint: a Redis 7 or Valkey URL,
+   * `redis://[user:password@]host:port[/db]` or `rediss://…` (TLS). Placeholders, kept outputs,
+   * pending approvals and per-principal limits are then shared by every replica using it. Unset:
+   * all of it stays in this process (one machine). Needs `state.key`.
+   */
+  url: z.string().regex(
+    /^rediss?:\/\/[^\s]+$/,
+    "must be a redis:// or rediss:// URL, for example redis://127.0.0.1:6379",
+  ).optional(),
+  /**
+   * The secret (at least 32 characters, the same on every replica) from which the keys that
+   * encrypt what is kept in the store and authenticate replicas to each other are derived; a
+   * random one per process without `state.url`. Generate it once, for example with
+   * `openssl rand -base64 32`.
+   */
+  key: z.string().min(32).optional(),
+  /**
+   * How long one round trip to the store may take; past it the request that needed the store
+   * fails with `StateUnavailable` (nothing waits for a store that does not answer).
+   */
+  timeoutMs: positiveInt.max(60_000).default(1_000),
+}).strict();
+
 /**
  * The schema of the settings object, with defaults.
  *
@@ -334,6 +359,7 @@ export const SettingsSchema = z.object({
   http: HttpSchema.prefault({}),
   privacy: PrivacySchema.prefault({}),
   skills: SkillsSchema.prefault({}),
+  state: StateSchema.prefault({}),
   /** Directories under which callers may grant read or write access (`ALLOWED_PROJECTS`). */
   allowedProjects: z.array(z.string().min(1)).default([]),
 }).strict();
