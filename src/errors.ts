@@ -140,6 +140,11 @@ export const ERROR_TYPES = {
       "A tool call's arguments hold a placeholder (`<email_1>`) this caller was never given, or one that expired",
     change: "Run the code that printed it again and use the placeholder it prints now",
   },
+  StateUnavailable: {
+    meaning:
+      "The shared state store (`state.url`) is unreachable or did not answer within `state.timeoutMs`",
+    change: "Retry shortly; admin: check the store and `state.url`",
+  },
   ToolValidationError: {
     meaning: "The arguments do not match the tool's input schema",
     change: "Fix the arguments; getToolSchema(name) shows the schema",

@@ -120,6 +120,9 @@ export const ENV_OVERRIDES: ReadonlyArray<[string, string[], EnvParser]> = [
   ["CODE_EXECUTOR_OAUTH_AUDIENCE", ["http", "oauth", "audience"], (raw) => raw],
   ["CODE_EXECUTOR_OAUTH_SCOPES", ["http", "oauth", "scopes"], toHostList],
   ["CODE_EXECUTOR_AI_BASE_URL", ["sampling", "provider", "baseUrl"], (raw) => raw],
+  ["CODE_EXECUTOR_STATE_URL", ["state", "url"], (raw) => raw.trim()],
+  ["CODE_EXECUTOR_STATE_KEY", ["state", "key"], (raw) => raw],
+  ["CODE_EXECUTOR_STATE_TIMEOUT_MS", ["state", "timeoutMs"], toInt],
 ];
 
 /**
@@ -253,7 +256,16 @@ export async function loadSettings(
     merged = deepMerge(merged, fromEnv);
     sources.push(`env:${envNames.join(",")}`);
   }
-  return { settings: resolveSettings(merged, sources.join(" + ") || "defaults"), sources };
+  const source = sources.join(" + ") || "defaults";
+  const settings = resolveSettings(merged, source);
+  // Checked on the merged settings only: the URL may come from a file and the key from the
+  // environment (a Kubernetes Secret).
+  if (settings.state.url !== undefined && settings.state.key === undefined) {
+    throw new SettingsError(
+      `Missing setting "state.key" in ${source}: state.url is set, and every replica using the store needs the same secret of at least 32 characters to encrypt what it keeps there and to authenticate the others (set state.key or CODE_EXECUTOR_STATE_KEY, for example to the output of \`openssl rand -base64 32\`)`,
+    );
+  }
+  return { settings, sources };
 }
 
 function resolveMaybe(cwd: string, env: Record<string, string>): string | undefined {

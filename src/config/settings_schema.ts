@@ -449,6 +449,24 @@ const SkillsSchema = z.object({
   }),
 }).strict();
 
+const StateSchema = z.object({
+  url: z.string().regex(
+    /^rediss?:\/\/[^\s]+$/,
+    "must be a redis:// or rediss:// URL, for example redis://127.0.0.1:6379",
+  ).optional().meta({
+    description:
+      "The shared state store of replicas behind one endpoint: a Redis 7 or Valkey URL, `redis://[user:password@]host:port[/db]` or `rediss://…` (TLS). Placeholders, kept outputs, pending approvals and per-principal limits are then shared by every replica using it. Unset: all of it stays in this process (one machine). Needs `state.key`.",
+  }),
+  key: z.string().min(32).optional().meta({
+    description:
+      "The secret (at least 32 characters, the same on every replica) from which the keys that encrypt what is kept in the store and authenticate replicas to each other are derived; a random one per process without `state.url`. Generate it once, for example with `openssl rand -base64 32`.",
+  }),
+  timeoutMs: positiveInt.max(60_000).default(1_000).meta({
+    description:
+      "How long one round trip to the store may take; past it the request that needed the store fails with `StateUnavailable` (nothing waits for a store that does not answer).",
+  }),
+}).strict();
+
 /**
  * The schema of the settings object, with defaults.
  *
@@ -468,6 +486,7 @@ export const SettingsSchema = z.object({
   http: HttpSchema.prefault({}),
   privacy: PrivacySchema.prefault({}),
   skills: SkillsSchema.prefault({}),
+  state: StateSchema.prefault({}),
   allowedProjects: z.array(z.string().min(1)).default([]).meta({
     description:
       "Directories under which callers may grant read and write paths (resolved with realpath).",
