@@ -37,6 +37,7 @@ import {
   type StdioServer,
 } from "./_common.ts";
 import { EVERYTHING, homeEnv, MEMORY, ROOT } from "../tests/_helpers.ts";
+import { THIRD_PARTY_CONFIG } from "../tests/_third_party.ts";
 import { ApprovalGate } from "../src/exec/approvals.ts";
 import { ApprovalPolicy } from "../src/policy/approvals.ts";
 
@@ -61,7 +62,7 @@ async function startServer(work: string, mode: Mode): Promise<StdioServer> {
   const mcpConfig = join(dir, "mcp.json");
   const run = (pkg: string, env: Record<string, string> = {}) => ({
     command: Deno.execPath(),
-    args: ["run", "-A", pkg],
+    args: ["run", "-A", "--config", THIRD_PARTY_CONFIG, pkg],
     env,
   });
   await Deno.writeTextFile(

@@ -58,6 +58,7 @@ import {
   tokensOf,
 } from "./_common.ts";
 import { EVERYTHING, FILESYSTEM, homeEnv, MEMORY, ROOT } from "../tests/_helpers.ts";
+import { THIRD_PARTY_CONFIG } from "../tests/_third_party.ts";
 
 const PACKAGES = { everything: EVERYTHING, filesystem: FILESYSTEM, memory: MEMORY } as const;
 const KINDS = ["everything", "filesystem", "memory"] as const;
@@ -190,7 +191,7 @@ function serverSpecs(work: string, copies: number): ServerSpec[] {
   for (let copy = 1; copy <= copies; copy++) {
     for (const kind of KINDS) {
       const name = copies === 1 ? kind : `${kind}${copy}`;
-      const args = ["run", "-A", PACKAGES[kind]];
+      const args = ["run", "-A", "--config", THIRD_PARTY_CONFIG, PACKAGES[kind]];
       const env: Record<string, string> = {};
       if (kind === "filesystem") args.push(join(work, "files"));
       if (kind === "memory") env.MEMORY_FILE_PATH = join(work, "memory", `${name}.jsonl`);

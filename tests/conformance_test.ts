@@ -25,6 +25,7 @@ import {
   spawnHttpServe,
   withTempDir,
 } from "./_helpers.ts";
+import { THIRD_PARTY_CONFIG } from "./_third_party.ts";
 
 type Revision = "2025-11-25" | "2026-07-28";
 
@@ -153,7 +154,17 @@ async function requirementSet(
 ): Promise<Map<string, string>> {
   const run = await runCommand(
     Deno.execPath(),
-    ["run", "-A", "--no-config", CONFORMANCE, "list", "--server", "--requirements", revision],
+    [
+      "run",
+      "-A",
+      "--config",
+      THIRD_PARTY_CONFIG,
+      CONFORMANCE,
+      "list",
+      "--server",
+      "--requirements",
+      revision,
+    ],
     { cwd, env, clearEnv: true, timeoutMs: SUITE_TIMEOUT_MS },
   );
   assertEquals(run.code, 0, `conformance list failed: ${describeRun(run)}`);
@@ -236,7 +247,8 @@ async function conform(revision: Revision): Promise<void> {
       run = await runCommand(Deno.execPath(), [
         "run",
         "-A",
-        "--no-config",
+        "--config",
+        THIRD_PARTY_CONFIG,
         CONFORMANCE,
         "server",
         "--url",

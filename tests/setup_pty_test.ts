@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { parse as parseJsonc } from "jsonc-parser";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { homeEnv, MEMORY, ROOT, withUserDirs } from "./_helpers.ts";
+import { THIRD_PARTY_CONFIG } from "./_third_party.ts";
 
 const DENO = Deno.execPath();
 const MAIN = join(ROOT, "main.ts");
@@ -129,7 +130,7 @@ Deno.test("setup asks on a terminal, takes Enter as the default, and sets up Cla
   "mcpServers": {
     "memory": {
       "command": ${JSON.stringify(DENO)},
-      "args": ["run", "-A", "${MEMORY}"],
+      "args": ["run", "-A", "--config", ${JSON.stringify(THIRD_PARTY_CONFIG)}, "${MEMORY}"],
       "env": { "MEMORY_FILE_PATH": ${JSON.stringify(memoryFile)} },
     },
   },

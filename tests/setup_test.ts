@@ -24,6 +24,7 @@ import {
   withUserDirs,
   writeFileWithParents,
 } from "./_helpers.ts";
+import { THIRD_PARTY_CONFIG } from "./_third_party.ts";
 import { dailySyncPlan } from "../src/cli/sync.ts";
 import { unifiedDiff } from "../src/config/text_diff.ts";
 import { backupFile, writeFileAtomic } from "../src/config/safe_write.ts";
@@ -353,10 +354,12 @@ Deno.test("setup --move round-trips: the moved servers are callable through Code
     "memory": {
       "type": "stdio",
       "command": ${JSON.stringify(DENO)},
-      "args": ["run", "-A", "${MEMORY}"],
+      "args": ["run", "-A", "--config", ${JSON.stringify(THIRD_PARTY_CONFIG)}, "${MEMORY}"],
       "env": { "MEMORY_FILE_PATH": ${JSON.stringify(memoryFile)} },
     },
-    "everything": { "command": ${JSON.stringify(DENO)}, "args": ["run", "-A", "${EVERYTHING}"] },
+    "everything": { "command": ${JSON.stringify(DENO)}, "args": ["run", "-A", "--config", ${
+        JSON.stringify(THIRD_PARTY_CONFIG)
+      }, "${EVERYTHING}"] },
   },
 }
 `,
@@ -446,7 +449,7 @@ const MORE_CLIENTS = [
     "memory": {
       "type": "stdio",
       "command": ${JSON.stringify(DENO)},
-      "args": ["run", "-A", "${MEMORY}"],
+      "args": ["run", "-A", "--config", ${JSON.stringify(THIRD_PARTY_CONFIG)}, "${MEMORY}"],
       "env": { "MEMORY_FILE_PATH": ${JSON.stringify(memoryFile)} }, // where the graph lives
     },
     "search": {
@@ -475,7 +478,7 @@ const MORE_CLIENTS = [
   "mcpServers": {
     "memory": {
       "command": ${JSON.stringify(DENO)},
-      "args": ["run", "-A", "${MEMORY}"],
+      "args": ["run", "-A", "--config", ${JSON.stringify(THIRD_PARTY_CONFIG)}, "${MEMORY}"],
       "env": { "MEMORY_FILE_PATH": ${JSON.stringify(memoryFile)} },
     },
     /* Cursor's own variable syntax */
@@ -558,7 +561,9 @@ Deno.test("setup picks the project's .cursor/mcp.json by default, and sync reads
       join(dirs.project, ".cursor", "mcp.json"),
       `{ "mcpServers": { "memory": { "command": ${
         JSON.stringify(DENO)
-      }, "args": ["run", "-A", "${MEMORY}"], "env": { "MEMORY_FILE_PATH": ${
+      }, "args": ["run", "-A", "--config", ${
+        JSON.stringify(THIRD_PARTY_CONFIG)
+      }, "${MEMORY}"], "env": { "MEMORY_FILE_PATH": ${
         JSON.stringify(join(dirs.root, "memory.jsonl"))
       } } } } }`,
     );
