@@ -1,8 +1,9 @@
 /**
  * A user's first start: `deno task start` in a fresh copy of the repository with an empty
- * `DENO_DIR` downloads only what the server needs. A `deno run` installs every package its
- * lockfile names, so the npm packages only tests use live in `tests/third_party/deno.json` and its
- * own lock, never in the project's import map or `deno.lock`.
+ * `DENO_DIR` downloads only what the server needs, and says when it prepares Python, its one slow
+ * step. Deno installs every package a lockfile names, so the npm packages only tests use live in
+ * `tests/third_party/deno.json` and its own lock, never in the project's import map or
+ * `deno.lock`.
  *
  * @module
  */
@@ -148,7 +149,7 @@ Deno.test("the project's import map and deno.lock hold no package that only test
   );
 });
 
-Deno.test("deno task start on an empty DENO_DIR downloads what deno.lock holds and nothing that only tests use", async () => {
+Deno.test("deno task start on an empty DENO_DIR downloads only deno.lock's packages, none of the tests', and says when it prepares Python", async () => {
   await withTempDir("ce-first-start-", async (dir) => {
     const checkout = join(dir, "checkout");
     const home = join(dir, "home");
@@ -166,7 +167,6 @@ Deno.test("deno task start on an empty DENO_DIR downloads what deno.lock holds a
         DENO_DIR: denoDir,
         TMPDIR: dir,
         NO_COLOR: "1",
-        CODE_EXECUTOR_LOG_LEVEL: "info",
       },
       stdin: "piped",
       stdout: "piped",
@@ -177,11 +177,19 @@ Deno.test("deno task start on an empty DENO_DIR downloads what deno.lock holds a
     let stderr = "";
     try {
       const stdout = new Response(child.stdout).text();
-      const ready = await waitForLine(child.stderr, /ready on stdio/);
+      // The snapshot is built after "ready", in the background: its two lines are the progress a
+      // person sees of the one slow step of a first start.
+      const ready = await waitForLine(
+        child.stderr,
+        /Python snapshot ready|without a memory snapshot/,
+      );
       await child.stdin.close();
       const status = await child.status;
       stderr = await ready.rest;
-      assert(ready.seen, `the first start did not get ready:\n${stderr}`);
+      assert(ready.seen, `the first start did not prepare Python:\n${stderr}`);
+      assert(/ready on stdio/.test(stderr), stderr);
+      assert(/Preparing the Python snapshot, first start only/.test(stderr), stderr);
+      assert(/Python snapshot ready in [\d.]+ s/.test(stderr), stderr);
       assertEquals(status.code, 0, stderr);
       assertEquals(await stdout, "", "the first start printed on stdout, which is the protocol");
     } finally {
