@@ -25,6 +25,7 @@ import { connectStdio, type StdioServer } from "./_server.ts";
 import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
 import { EVERYTHING, MEMORY } from "../tests/_pins.ts";
 import { homeEnv, ROOT } from "../tests/_env.ts";
+import { THIRD_PARTY_CONFIG } from "../tests/_third_party.ts";
 import { ApprovalGate } from "../src/exec/approvals.ts";
 import { ApprovalPolicy } from "../src/policy/approvals.ts";
 
@@ -49,7 +50,7 @@ async function startServer(work: string, mode: Mode): Promise<StdioServer> {
   const mcpConfig = join(dir, "mcp.json");
   const run = (pkg: string, env: Record<string, string> = {}) => ({
     command: Deno.execPath(),
-    args: ["run", "-A", pkg],
+    args: ["run", "-A", "--config", THIRD_PARTY_CONFIG, pkg],
     env,
   });
   await Deno.writeTextFile(

@@ -43,6 +43,7 @@ import { type CallOutcome, connectStdio, type StdioServer } from "./_server.ts";
 import { log, parseBenchArgs, printReport, row, runBench, status, tokensOf } from "./_report.ts";
 import { EVERYTHING, FILESYSTEM, MEMORY } from "../tests/_pins.ts";
 import { homeEnv, ROOT } from "../tests/_env.ts";
+import { THIRD_PARTY_CONFIG } from "../tests/_third_party.ts";
 
 const PACKAGES = { everything: EVERYTHING, filesystem: FILESYSTEM, memory: MEMORY } as const;
 const KINDS = ["everything", "filesystem", "memory"] as const;
@@ -175,7 +176,7 @@ function serverSpecs(work: string, copies: number): ServerSpec[] {
   for (let copy = 1; copy <= copies; copy++) {
     for (const kind of KINDS) {
       const name = copies === 1 ? kind : `${kind}${copy}`;
-      const args = ["run", "-A", PACKAGES[kind]];
+      const args = ["run", "-A", "--config", THIRD_PARTY_CONFIG, PACKAGES[kind]];
       const env: Record<string, string> = {};
       if (kind === "filesystem") args.push(join(work, "files"));
       if (kind === "memory") env.MEMORY_FILE_PATH = join(work, "memory", `${name}.jsonl`);

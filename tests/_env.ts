@@ -6,6 +6,7 @@
  */
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { THIRD_PARTY_CONFIG } from "./_third_party.ts";
 
 /** The repository root. */
 export const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -80,7 +81,8 @@ export function serverEnv(tempDir: string, options: ServerEnvOptions = {}): Reco
 }
 
 /**
- * An `mcp.json` entry that runs an npm MCP server with `deno run -A`.
+ * An `mcp.json` entry that runs an npm MCP server with `deno run -A` under
+ * {@linkcode THIRD_PARTY_CONFIG}, so that its packages go to that lock and not the project's.
  *
  * @param pkg The package, e.g. {@linkcode EVERYTHING}.
  * @param options Arguments after the package, and the server's environment.
@@ -92,7 +94,7 @@ export function npmServer(
 ): Record<string, unknown> {
   return {
     command: Deno.execPath(),
-    args: ["run", "-A", pkg, ...(options.args ?? [])],
+    args: ["run", "-A", "--config", THIRD_PARTY_CONFIG, pkg, ...(options.args ?? [])],
     ...(options.env ? { env: options.env } : {}),
   };
 }

@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { EVERYTHING } from "./_pins.ts";
+import { THIRD_PARTY_CONFIG } from "./_third_party.ts";
 import { type CatalogEntry, ToolCatalog } from "../src/upstream/catalog.ts";
 import { UpstreamPool } from "../src/upstream/pool.ts";
 import { createLogger } from "../src/log.ts";
@@ -45,7 +46,7 @@ Deno.test("ToolCatalog caches tool lists on disk per config hash", async () => {
     name: "everything",
     transport: "stdio",
     command: Deno.execPath(),
-    args: ["run", "-A", EVERYTHING],
+    args: ["run", "-A", "--config", THIRD_PARTY_CONFIG, EVERYTHING],
     source: "test",
   };
   const livePool = new UpstreamPool([good], { log });
@@ -77,7 +78,7 @@ Deno.test("ToolCatalog.search() ranks name matches above description matches", a
     name: "everything",
     transport: "stdio",
     command: Deno.execPath(),
-    args: ["run", "-A", EVERYTHING],
+    args: ["run", "-A", "--config", THIRD_PARTY_CONFIG, EVERYTHING],
     source: "test",
   }], { log });
   try {

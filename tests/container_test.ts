@@ -283,7 +283,7 @@ async function checkContainer(t: Deno.TestContext, { name, url }: Container): Pr
         console.log(`first run_python: ${ms} ms (in the container, warm pool off)`);
         const log = await logs(name);
         assert(!/without (a memory|their) snapshot/.test(log), `no snapshot used:\n${log}`);
-        assert(!/Built the Pyodide snapshot/.test(log), `a snapshot was built:\n${log}`);
+        assert(!/Preparing the Python snapshot/.test(log), `a snapshot was built:\n${log}`);
       },
     );
 

@@ -8,7 +8,8 @@
  * not an option because Deno fails to resolve one of its optional dependencies
  * (`napi-windows-process-start-time`). `.ci/run` pre-fetches the same version (pinned as
  * `INSPECTOR` in `_helpers.ts`) into the npx cache, so `--prefer-offline` keeps this test off the
- * network there.
+ * network there. Each run has a bounded first attempt and one retry (`runThirdParty`): a first run
+ * that hangs costs 90 s and a message naming the cause, not the test.
  *
  * @module
  */
@@ -21,6 +22,13 @@ import { type CommandRun, describeRun, runCommand } from "./_command.ts";
 import { withTempDir } from "./_fs.ts";
 import { startHttpServer } from "./_http_server.ts";
 import { generateToken } from "../src/server/http_auth.ts";
+import { runThirdParty } from "./_third_party.ts";
+
+/**
+ * A run takes a few seconds once npx has the Inspector; past this, the attempt is taken for a
+ * first-run hang, killed and retried once with {@linkcode INSPECTOR_TIMEOUT_MS}.
+ */
+const INSPECTOR_FIRST_ATTEMPT_MS = 90_000;
 
 /** Generous: the first run may download the Inspector and its dependencies from npm. */
 const INSPECTOR_TIMEOUT_MS = 180_000;
@@ -38,7 +46,7 @@ function inspect(tempDir: string, methodArgs: string[]): Promise<CommandRun> {
   const serverEnv = ["-e", `TMPDIR=${tempDir}`, "-e", "CODE_EXECUTOR_LOG_LEVEL=warn"];
   const denoDir = Deno.env.get("DENO_DIR");
   if (denoDir) serverEnv.push("-e", `DENO_DIR=${denoDir}`);
-  return runCommand("npx", [
+  return runThirdParty("npx", [
     "--yes",
     "--prefer-offline",
     INSPECTOR,
@@ -55,7 +63,9 @@ function inspect(tempDir: string, methodArgs: string[]): Promise<CommandRun> {
     // Not the repository: npx must not mistake it for an npm project.
     cwd: tempDir,
     env: { NO_COLOR: "1", npm_config_update_notifier: "false", npm_config_fund: "false" },
-    timeoutMs: INSPECTOR_TIMEOUT_MS,
+    name: "the Inspector CLI over stdio",
+    firstAttemptMs: INSPECTOR_FIRST_ATTEMPT_MS,
+    retryMs: INSPECTOR_TIMEOUT_MS,
   });
 }
 
@@ -136,7 +146,7 @@ Deno.test("MCP Inspector CLI runs code with tools/call run_typescript", async ()
  */
 function inspectHttp(home: string, url: URL, args: string[]): Promise<CommandRun> {
   const realHome = Deno.env.get("HOME") ?? home;
-  return runCommand("npx", [
+  return runThirdParty("npx", [
     "--yes",
     "--prefer-offline",
     INSPECTOR,
@@ -156,7 +166,9 @@ function inspectHttp(home: string, url: URL, args: string[]): Promise<CommandRun
       npm_config_update_notifier: "false",
       npm_config_fund: "false",
     },
-    timeoutMs: INSPECTOR_TIMEOUT_MS,
+    name: "the Inspector CLI over HTTP",
+    firstAttemptMs: INSPECTOR_FIRST_ATTEMPT_MS,
+    retryMs: INSPECTOR_TIMEOUT_MS,
   });
 }
 

@@ -6,6 +6,7 @@
  * @module
  */
 import { join, relative } from "node:path";
+import { THIRD_PARTY_CONFIG } from "./_third_party.ts";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { EVERYTHING, MEMORY } from "./_pins.ts";
 import { homeEnv } from "./_env.ts";
@@ -116,10 +117,12 @@ Deno.test("setup --move round-trips: the moved servers are callable through Code
     "memory": {
       "type": "stdio",
       "command": ${JSON.stringify(DENO)},
-      "args": ["run", "-A", "${MEMORY}"],
+      "args": ["run", "-A", "--config", ${JSON.stringify(THIRD_PARTY_CONFIG)}, "${MEMORY}"],
       "env": { "MEMORY_FILE_PATH": ${JSON.stringify(memoryFile)} },
     },
-    "everything": { "command": ${JSON.stringify(DENO)}, "args": ["run", "-A", "${EVERYTHING}"] },
+    "everything": { "command": ${JSON.stringify(DENO)}, "args": ["run", "-A", "--config", ${
+        JSON.stringify(THIRD_PARTY_CONFIG)
+      }, "${EVERYTHING}"] },
   },
 }
 `,
@@ -209,7 +212,7 @@ const MORE_CLIENTS = [
     "memory": {
       "type": "stdio",
       "command": ${JSON.stringify(DENO)},
-      "args": ["run", "-A", "${MEMORY}"],
+      "args": ["run", "-A", "--config", ${JSON.stringify(THIRD_PARTY_CONFIG)}, "${MEMORY}"],
       "env": { "MEMORY_FILE_PATH": ${JSON.stringify(memoryFile)} }, // where the graph lives
     },
     "search": {
@@ -238,7 +241,7 @@ const MORE_CLIENTS = [
   "mcpServers": {
     "memory": {
       "command": ${JSON.stringify(DENO)},
-      "args": ["run", "-A", "${MEMORY}"],
+      "args": ["run", "-A", "--config", ${JSON.stringify(THIRD_PARTY_CONFIG)}, "${MEMORY}"],
       "env": { "MEMORY_FILE_PATH": ${JSON.stringify(memoryFile)} },
     },
     /* Cursor's own variable syntax */

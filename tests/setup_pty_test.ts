@@ -12,6 +12,7 @@ import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { MEMORY } from "./_pins.ts";
 import { homeEnv, ROOT } from "./_env.ts";
 import { withUserDirs } from "./_fs.ts";
+import { THIRD_PARTY_CONFIG } from "./_third_party.ts";
 
 const DENO = Deno.execPath();
 const MAIN = join(ROOT, "main.ts");
@@ -131,7 +132,7 @@ Deno.test("setup asks on a terminal, takes Enter as the default, and sets up Cla
   "mcpServers": {
     "memory": {
       "command": ${JSON.stringify(DENO)},
-      "args": ["run", "-A", "${MEMORY}"],
+      "args": ["run", "-A", "--config", ${JSON.stringify(THIRD_PARTY_CONFIG)}, "${MEMORY}"],
       "env": { "MEMORY_FILE_PATH": ${JSON.stringify(memoryFile)} },
     },
   },

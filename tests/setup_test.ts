@@ -9,6 +9,7 @@
 import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { join, relative } from "node:path";
+import { THIRD_PARTY_CONFIG } from "./_third_party.ts";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { MEMORY } from "./_pins.ts";
 import { homeEnv } from "./_env.ts";
@@ -132,7 +133,9 @@ Deno.test("setup picks the project's .cursor/mcp.json by default, and sync reads
       join(dirs.project, ".cursor", "mcp.json"),
       `{ "mcpServers": { "memory": { "command": ${
         JSON.stringify(DENO)
-      }, "args": ["run", "-A", "${MEMORY}"], "env": { "MEMORY_FILE_PATH": ${
+      }, "args": ["run", "-A", "--config", ${
+        JSON.stringify(THIRD_PARTY_CONFIG)
+      }, "${MEMORY}"], "env": { "MEMORY_FILE_PATH": ${
         JSON.stringify(join(dirs.root, "memory.jsonl"))
       } } } } }`,
     );

@@ -297,10 +297,17 @@ export async function ensurePyodideSnapshot(
       await Deno.utime(path, now, now).catch(() => {});
       return path;
     }
+    // The one slow step of a first start (and of the first after an upgrade): say so, or a
+    // person watching the terminal sees nothing for a quarter of a minute.
+    options.log.info(
+      "Preparing the Python snapshot, first start only (about 10 s; run_python waits for it) …",
+    );
     const made = await buildPyodideSnapshot(options);
     await removeOldSnapshots(options.cacheDir, made.path);
-    options.log.debug(
-      `Built the Pyodide snapshot ${made.path} (${made.bytes} bytes) in ${made.totalMs} ms`,
+    options.log.info(
+      `Python snapshot ready in ${(made.totalMs / 1000).toFixed(1)} s (${
+        (made.bytes / 2 ** 20).toFixed(0)
+      } MiB, ${made.path})`,
     );
     return made.path;
   } catch (error) {
