@@ -18,7 +18,7 @@ import { join } from "node:path";
 import { INSPECTOR } from "./_pins.ts";
 import { ROOT } from "./_env.ts";
 import { eventually, sandboxDirs } from "./_proc.ts";
-import { type CommandRun, describeRun, runCommand } from "./_command.ts";
+import { type CommandRun, describeRun } from "./_command.ts";
 import { withTempDir } from "./_fs.ts";
 import { startHttpServer } from "./_http_server.ts";
 import { generateToken } from "../src/server/http_auth.ts";
