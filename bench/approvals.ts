@@ -37,7 +37,7 @@ import {
   type StdioServer,
 } from "./_common.ts";
 import { EVERYTHING, homeEnv, MEMORY, ROOT } from "../tests/_helpers.ts";
-import { ApprovalGate } from "../src/exec/approvals.ts";
+import { ApprovalGate } from "../src/exec/requests/approvals.ts";
 import { ApprovalPolicy } from "../src/policy/approvals.ts";
 
 const MODES = ["off", "ask"] as const;

@@ -18,10 +18,10 @@ import { assert, assertEquals, type RunResult } from "./_assert.ts";
 import { resolveSettings } from "../src/config/settings.ts";
 import { Executor } from "../src/exec/executor.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
-import { CHILD_DIR_PREFIX } from "../src/exec/sandbox_process.ts";
+import { CHILD_DIR_PREFIX } from "../src/exec/child/process.ts";
 import { createLogger, type Logger } from "../src/log.ts";
 import type { SaveSkillInput } from "../src/skills/store.ts";
-import type { PooledChild } from "../src/exec/warm_pool.ts";
+import type { PooledChild } from "../src/exec/child/warm_pool.ts";
 
 /** The repository root. */
 export const ROOT = fileURLToPath(new URL("..", import.meta.url));

@@ -17,7 +17,7 @@ import {
 } from "./_helpers.ts";
 import { residentMb } from "../bench/_common.ts";
 import { AUDIT_TOOL_CALLS_PER_RUN } from "../src/exec/run_audit.ts";
-import { MAX_TOOL_CALL_RECORDS } from "../src/exec/tool_bridge.ts";
+import { MAX_TOOL_CALL_RECORDS } from "../src/exec/requests/tool_bridge.ts";
 
 const MAX_OUTPUT_BYTES = 100 * 1024;
 /** The result's fixed allowance over maxOutputBytes: error text and the listed tool calls. */

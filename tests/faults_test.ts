@@ -45,7 +45,7 @@ import {
 } from "./_helpers.ts";
 import { statusMb } from "../bench/_common.ts";
 import type { Logger } from "../src/log.ts";
-import { type ExecuteOptions, SandboxProcess } from "../src/exec/sandbox_process.ts";
+import { type ExecuteOptions, SandboxProcess } from "../src/exec/child/process.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
 
 const DENO = Deno.execPath();

@@ -17,7 +17,7 @@ import {
   startServer,
   withTempDir,
 } from "./_helpers.ts";
-import { OutputBudget, OutputCapture } from "../src/exec/frames.ts";
+import { OutputBudget, OutputCapture } from "../src/exec/child/frames.ts";
 import { keepParts, OutputStore, RunOutputs } from "../src/exec/output_store.ts";
 import type { KeptOutput } from "../src/exec/result.ts";
 

@@ -5,7 +5,7 @@
  */
 import { assert, assertEquals } from "./_assert.ts";
 import { PoolMember as Member, sandboxPids, withExecutor } from "./_helpers.ts";
-import { WarmPool } from "../src/exec/warm_pool.ts";
+import { WarmPool } from "../src/exec/child/warm_pool.ts";
 import { createLogger } from "../src/log.ts";
 
 const log = createLogger("error");

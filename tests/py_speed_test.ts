@@ -6,7 +6,7 @@
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { PoolMember as Member, sandboxPids, withExecutor } from "./_helpers.ts";
 import { LIMITS, withPyChild } from "./_pyodide.ts";
-import { WarmPool } from "../src/exec/warm_pool.ts";
+import { WarmPool } from "../src/exec/child/warm_pool.ts";
 import { createLogger } from "../src/log.ts";
 
 const log = createLogger("error");

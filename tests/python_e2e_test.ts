@@ -34,7 +34,7 @@ import {
   startServer,
   withTempDir,
 } from "./_helpers.ts";
-import { DEFAULT_PYTHON_IMPORTS } from "../src/exec/py_sandbox.ts";
+import { DEFAULT_PYTHON_IMPORTS } from "../src/exec/python/child.ts";
 
 /** Idle Python children the server keeps, so that most runs skip the ~1 s interpreter boot. */
 const WARM_POOL = 2;

@@ -10,11 +10,11 @@
 import { join } from "node:path";
 import { loadSettings } from "../config/settings.ts";
 import { createLogger, type Logger } from "../log.ts";
-import { PyChild } from "../exec/py_sandbox.ts";
-import { type PythonRuntime, startPythonRuntime } from "../exec/py_runtime.ts";
-import { type SandboxLocations, sandboxLocations } from "../exec/runtime_files.ts";
-import { sealChildDenoDir, TsChild } from "../exec/ts_sandbox.ts";
-import { wrapTypescript } from "../exec/ts_source.ts";
+import { PyChild } from "../exec/python/child.ts";
+import { type PythonRuntime, startPythonRuntime } from "../exec/python/runtime.ts";
+import { type SandboxLocations, sandboxLocations } from "../exec/child/files.ts";
+import { sealChildDenoDir, TsChild } from "../exec/typescript/child.ts";
+import { wrapTypescript } from "../exec/typescript/source.ts";
 
 /** Options of {@linkcode prepare}. */
 export interface PrepareOptions {

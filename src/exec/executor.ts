@@ -29,8 +29,8 @@ import { ClientSession } from "../sampling/session.ts";
 import type { SamplingBackend } from "../sampling/types.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { Admission } from "./admission.ts";
-import { ApprovalGate, approverFor } from "./approvals.ts";
-import { RunHold } from "./execution.ts";
+import { ApprovalGate, approverFor } from "./requests/approvals.ts";
+import { RunHold } from "./child/execution.ts";
 import { ParkedRuns } from "./parked_runs.ts";
 import {
   type Deadline,
@@ -38,26 +38,26 @@ import {
   pythonWithin,
   startPythonRuntime,
   takePooledChild,
-} from "./py_runtime.ts";
-import { PyChild } from "./py_sandbox.ts";
+} from "./python/runtime.ts";
+import { PyChild } from "./python/child.ts";
 import { type ExecutionResult, tokenizeResult } from "./result.ts";
 import { recordRun } from "./run_audit.ts";
 import { type KeptOutput, OutputStore, RunOutputs } from "./output_store.ts";
-import { removeStaleDirs, sandboxLocations } from "./runtime_files.ts";
-import type { RunLimits } from "./sandbox_process.ts";
-import { SessionStore } from "./sessions.ts";
-import { runRequests } from "./skill_bridge.ts";
+import { removeStaleDirs, sandboxLocations } from "./child/files.ts";
+import type { RunLimits } from "./child/process.ts";
+import { SessionStore } from "./python/sessions.ts";
+import { runRequests } from "./requests/skill_bridge.ts";
 import type { SkillLanguage, SkillStore } from "../skills/store.ts";
-import { ToolBridge } from "./tool_bridge.ts";
-import { sealChildDenoDir, TsChild, type TsChildOptions } from "./ts_sandbox.ts";
-import { wrapTypescript } from "./ts_source.ts";
-import { WarmPool } from "./warm_pool.ts";
+import { ToolBridge } from "./requests/tool_bridge.ts";
+import { sealChildDenoDir, TsChild, type TsChildOptions } from "./typescript/child.ts";
+import { wrapTypescript } from "./typescript/source.ts";
+import { WarmPool } from "./child/warm_pool.ts";
 import {
   type ExecutorOptions,
   LOCAL_PRINCIPAL,
   type PythonRunOptions,
   type RunOptions,
-} from "./run_options.ts";
+} from "./run.ts";
 import { CodeExecutorError } from "../errors.ts";
 
 type BaseChildOptions = Omit<TsChildOptions, "net" | "read" | "write">;
@@ -73,8 +73,8 @@ const NO_GRANTS: GrantedPermissions = { net: [], read: [], write: [], deny: [] }
  */
 const RETIRE_AFTER_MS = 10;
 
-export { LOCAL_PRINCIPAL } from "./run_options.ts";
-export type { ExecutorOptions, PythonRunOptions, RunOptions } from "./run_options.ts";
+export { LOCAL_PRINCIPAL } from "./run.ts";
+export type { ExecutorOptions, PythonRunOptions, RunOptions } from "./run.ts";
 
 /** A child borrowed for one run, and what to do with it afterwards. */
 interface Lease {

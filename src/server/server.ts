@@ -21,7 +21,7 @@ import { ToolPolicy } from "../policy/tool_policy.ts";
 import type { SkillStore } from "../skills/store.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { skillSearchName, skillSignature, toolSignature } from "../upstream/signatures.ts";
-import { type SearchSources, searchToolsAndSkills } from "../exec/tool_search.ts";
+import { type SearchSources, searchToolsAndSkills } from "../exec/requests/tool_search.ts";
 import { SERVER_VERSION } from "../version.ts";
 import { attachAgentSkills } from "./agent_skills.ts";
 import { offerApproveTool } from "./approve_tool.ts";

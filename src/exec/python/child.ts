@@ -8,11 +8,11 @@
 import { setPriority } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import type { Logger } from "../log.ts";
-import { type LocalWheel, wheelModules } from "./py_wheels.ts";
-import type { ExecutionResult } from "./result.ts";
-import { pythonPrelude } from "./runtime_files.ts";
-import { type RunLimits, SandboxProcess } from "./sandbox_process.ts";
+import type { Logger } from "../../log.ts";
+import { type LocalWheel, wheelModules } from "./wheels.ts";
+import type { ExecutionResult } from "../result.ts";
+import { pythonPrelude } from "../child/files.ts";
+import { type RunLimits, SandboxProcess } from "../child/process.ts";
 
 /** Modules Python code may import when the admin has not chosen a list. */
 export const DEFAULT_PYTHON_IMPORTS: readonly string[] = [

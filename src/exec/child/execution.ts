@@ -6,8 +6,8 @@
  *
  * @module
  */
-import { abortError, type ExecutionErrorInfo } from "../errors.ts";
-import type { Logger } from "../log.ts";
+import { abortError, type ExecutionErrorInfo } from "../../errors.ts";
+import type { Logger } from "../../log.ts";
 import {
   type Frame,
   FrameError,
@@ -15,8 +15,8 @@ import {
   OutputCapture,
   type OutputWatcher,
 } from "./frames.ts";
-import { keepParts, type RunOutputs } from "./output_store.ts";
-import type { ExecutionResult } from "./result.ts";
+import { keepParts, type RunOutputs } from "../output_store.ts";
+import type { ExecutionResult } from "../result.ts";
 
 const RSS_POLL_MS = 25;
 const EXIT_GRACE_MS = 100;

@@ -8,15 +8,15 @@
  * @module
  */
 import { Buffer } from "node:buffer";
-import { canonicalJson } from "../_util.ts";
-import { CodeExecutorError } from "../errors.ts";
-import { type AjvLike, describeValidationErrors, makeAjv } from "../upstream/catalog.ts";
-import type { RunHold, RunLimits } from "./execution.ts";
-import type { RunOutputs } from "./output_store.ts";
-import type { ExecutionResult } from "./result.ts";
+import { canonicalJson } from "../../_util.ts";
+import { CodeExecutorError } from "../../errors.ts";
+import { type AjvLike, describeValidationErrors, makeAjv } from "../../upstream/catalog.ts";
+import type { RunHold, RunLimits } from "../child/execution.ts";
+import type { RunOutputs } from "../output_store.ts";
+import type { ExecutionResult } from "../result.ts";
 import type { BridgeReply, ToolBridge } from "./tool_bridge.ts";
-import { wrapTypescript } from "./ts_source.ts";
-import type { SkillLanguage, SkillRecord, SkillStore } from "../skills/store.ts";
+import { wrapTypescript } from "../typescript/source.ts";
+import type { SkillLanguage, SkillRecord, SkillStore } from "../../skills/store.ts";
 
 /** What the bridge needs of the skill store. */
 export type SkillSource = Pick<SkillStore, "canSave" | "list" | "get" | "save">;

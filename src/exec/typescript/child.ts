@@ -6,12 +6,12 @@
  */
 import { Buffer } from "node:buffer";
 import { dirname, join } from "node:path";
-import type { Logger } from "../log.ts";
-import type { ExecutionErrorInfo, ExecutionResult } from "./result.ts";
-import { type RunLimits, SandboxProcess } from "./sandbox_process.ts";
-import type { WrappedSource } from "./ts_source.ts";
+import type { Logger } from "../../log.ts";
+import type { ExecutionErrorInfo, ExecutionResult } from "../result.ts";
+import { type RunLimits, SandboxProcess } from "../child/process.ts";
+import type { WrappedSource } from "./source.ts";
 
-export type { RunLimits } from "./sandbox_process.ts";
+export type { RunLimits } from "../child/process.ts";
 
 /** What a child may do beyond its own workspace, and where it lives. */
 export interface TsChildOptions {

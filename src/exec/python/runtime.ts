@@ -5,14 +5,14 @@
  * @module
  */
 import { join } from "node:path";
-import type { Settings } from "../config/settings.ts";
-import type { Logger } from "../log.ts";
-import { PyChild, type PyChildOptions } from "./py_sandbox.ts";
-import { type LocalWheel, readWheels, wheelDirsSignature } from "./py_wheels.ts";
+import type { Settings } from "../../config/settings.ts";
+import type { Logger } from "../../log.ts";
+import { PyChild, type PyChildOptions } from "./child.ts";
+import { type LocalWheel, readWheels, wheelDirsSignature } from "./wheels.ts";
 import { ensurePyodideSnapshot, findPyodideDir } from "./pyodide.ts";
-import { sandboxFile } from "./runtime_files.ts";
-import { WarmPool } from "./warm_pool.ts";
-import { abortError, CodeExecutorError } from "../errors.ts";
+import { sandboxFile } from "../child/files.ts";
+import { WarmPool } from "../child/warm_pool.ts";
+import { abortError, CodeExecutorError } from "../../errors.ts";
 
 /** What Python children are started from, found once. */
 export interface PythonRuntime {

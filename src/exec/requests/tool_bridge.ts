@@ -6,18 +6,18 @@
  *
  * @module
  */
-import type { Settings } from "../config/settings.ts";
-import type { ToolPolicy } from "../policy/tool_policy.ts";
-import type { RunTokenizer } from "../privacy/tokenizer.ts";
-import type { ClientSession } from "../sampling/session.ts";
-import type { Hub } from "../upstream/hub.ts";
-import { UpstreamMessageTooLarge } from "../upstream/message_lines.ts";
-import { skillSearchName, skillSignature, toolSignature } from "../upstream/signatures.ts";
-import type { SkillRecord } from "../skills/store.ts";
+import type { Settings } from "../../config/settings.ts";
+import type { ToolPolicy } from "../../policy/tool_policy.ts";
+import type { RunTokenizer } from "../../privacy/tokenizer.ts";
+import type { ClientSession } from "../../sampling/session.ts";
+import type { Hub } from "../../upstream/hub.ts";
+import { UpstreamMessageTooLarge } from "../../upstream/message_lines.ts";
+import { skillSearchName, skillSignature, toolSignature } from "../../upstream/signatures.ts";
+import type { SkillRecord } from "../../skills/store.ts";
 import { searchToolsAndSkills } from "./tool_search.ts";
 import type { ApprovalGate } from "./approvals.ts";
-import type { ToolCallRecord } from "./result.ts";
-import { CodeExecutorError } from "../errors.ts";
+import type { ToolCallRecord } from "../result.ts";
+import { CodeExecutorError } from "../../errors.ts";
 
 /** A reply frame body: a value, or an error the runner rethrows. */
 export type BridgeReply =

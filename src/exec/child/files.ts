@@ -8,19 +8,19 @@
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { cacheDir } from "../config/paths.ts";
-import type { Settings } from "../config/settings.ts";
-import type { Logger } from "../log.ts";
-import { sha256Hex } from "../_util.ts";
-import { CHILD_DIR_PREFIX } from "./sandbox_process.ts";
+import { cacheDir } from "../../config/paths.ts";
+import type { Settings } from "../../config/settings.ts";
+import type { Logger } from "../../log.ts";
+import { sha256Hex } from "../../_util.ts";
+import { CHILD_DIR_PREFIX } from "./process.ts";
 // Text imports put the sandbox files in the module graph: `deno publish` checks and ships them,
 // `deno run jsr:…` and `deno install -g` cache them with the program, `deno compile` embeds them.
 // A child cannot load them from an https: URL (it runs with --no-remote), so they are written
 // to disk when the program does not run from a checkout.
-import tsRunner from "../../sandbox/ts_runner.ts" with { type: "text" };
-import pyHost from "../../sandbox/py_host.ts" with { type: "text" };
-import pyWorker from "../../sandbox/py_worker.ts" with { type: "text" };
-import pyPrelude from "../../sandbox/py_prelude.py" with { type: "text" };
+import tsRunner from "../../../sandbox/ts_runner.ts" with { type: "text" };
+import pyHost from "../../../sandbox/py_host.ts" with { type: "text" };
+import pyWorker from "../../../sandbox/py_worker.ts" with { type: "text" };
+import pyPrelude from "../../../sandbox/py_prelude.py" with { type: "text" };
 
 const SANDBOX_TEXT: Readonly<Record<string, string>> = {
   "ts_runner.ts": tsRunner,
@@ -100,7 +100,7 @@ export async function sandboxLocations(settings: Settings): Promise<SandboxLocat
  */
 export async function sandboxFile(name: string, cacheDir: string): Promise<string> {
   const text = sandboxText(name);
-  const local = checkoutPath(new URL(`../../sandbox/${name}`, import.meta.url));
+  const local = checkoutPath(new URL(`../../../sandbox/${name}`, import.meta.url));
   if (local) return local;
   const target = join(cacheDir, `${sha256Hex(text).slice(0, 16)}-${name}`);
   // A read-only cache prepared in advance (a container image) already holds the file.

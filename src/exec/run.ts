@@ -9,7 +9,7 @@ import type { Logger } from "../log.ts";
 import type { AuditLog } from "../policy/audit.ts";
 import type { RequestedPermissions } from "../policy/permissions.ts";
 import type { ClientChannel } from "../sampling/channel.ts";
-import type { RunHold } from "./execution.ts";
+import type { RunHold } from "./child/execution.ts";
 import type { SkillStore } from "../skills/store.ts";
 
 /** The principal of stdio and of HTTP without authentication: the machine's own user. */

@@ -6,11 +6,11 @@
  * @module
  */
 import { join } from "node:path";
-import type { Logger } from "../log.ts";
-import { dieWithParent } from "../parent_death.ts";
+import type { Logger } from "../../log.ts";
+import { dieWithParent } from "../../parent_death.ts";
 import { type ExecuteOptions, Execution, type RunChannel } from "./execution.ts";
 import { FrameReader, type OutputCapture } from "./frames.ts";
-import type { ExecutionResult } from "./result.ts";
+import type { ExecutionResult } from "../result.ts";
 
 export type { ExecuteOptions, RunLimits } from "./execution.ts";
 

@@ -7,7 +7,7 @@
  * @module
  */
 import { join } from "node:path";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../../log.ts";
 
 /** A wheel handed to Python children. */
 export interface LocalWheel {
