@@ -45,7 +45,8 @@ import {
 } from "./_helpers.ts";
 import { statusMb } from "../bench/_common.ts";
 import type { Logger } from "../src/log.ts";
-import { type ExecuteOptions, SandboxProcess } from "../src/exec/child/process.ts";
+import type { ExecuteOptions } from "../src/exec/child/execution.ts";
+import { SandboxProcess } from "../src/exec/child/process.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
 
 const DENO = Deno.execPath();

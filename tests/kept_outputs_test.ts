@@ -18,8 +18,7 @@ import {
   withTempDir,
 } from "./_helpers.ts";
 import { OutputBudget, OutputCapture } from "../src/exec/child/frames.ts";
-import { keepParts, OutputStore, RunOutputs } from "../src/exec/output_store.ts";
-import type { KeptOutput } from "../src/exec/result.ts";
+import { keepParts, type KeptOutput, OutputStore, RunOutputs } from "../src/exec/output_store.ts";
 
 const MAX_OUTPUT_BYTES = 100 * 1024;
 /** The result's fixed allowance over maxOutputBytes (tests/bounds_test.ts). */

@@ -71,7 +71,7 @@ Deno.test("a burst of Python runs grows the pool, idle shrinks it, and no proces
     limits: { maxConcurrent: 3 },
     python: { warmPool: 1, warmPoolBurst: 1, warmPoolIdleMs: 3_000 },
   }, async (executor, tempDir) => {
-    const pool = await executor.pythonPool();
+    const pool = await executor.runtime("python").pool();
     const children = () => sandboxPids(tempDir, ["py_host.ts"]);
     await eventually("the pool holds its child", async () => {
       await pool.settled();

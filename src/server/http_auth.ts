@@ -25,7 +25,7 @@ import {
 } from "@modelcontextprotocol/server";
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify } from "jose";
 import type { Settings } from "../config/settings.ts";
-import { LOCAL_PRINCIPAL } from "../exec/executor.ts";
+import { LOCAL_PRINCIPAL } from "../exec/run.ts";
 
 /** How requests are authenticated. */
 export type AuthMode = "none" | "bearer" | "oauth";

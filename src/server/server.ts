@@ -10,12 +10,8 @@ import {
   type StandardSchemaWithJSON,
 } from "@modelcontextprotocol/server";
 import { z } from "zod";
-import {
-  type Executor,
-  LOCAL_PRINCIPAL,
-  type PythonRunOptions,
-  type RunOptions,
-} from "../exec/executor.ts";
+import type { Executor } from "../exec/executor.ts";
+import { LOCAL_PRINCIPAL, type PythonRunOptions, type RunOptions } from "../exec/run.ts";
 import { type ExecutionResult, renderResult } from "../exec/result.ts";
 import { ToolPolicy } from "../policy/tool_policy.ts";
 import type { SkillStore } from "../skills/store.ts";

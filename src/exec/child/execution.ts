@@ -8,6 +8,8 @@
  */
 import { abortError, type ExecutionErrorInfo } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
+import type { RunHold } from "../run.ts";
+import { residentMb } from "./_os.ts";
 import {
   type Frame,
   FrameError,
@@ -59,60 +61,6 @@ export interface RunLimits {
   onRequest?: (frame: Record<string, unknown>) => Promise<object>;
   /** Stops the run's clock and its process while the host waits for a person. */
   hold?: RunHold;
-}
-
-/**
- * Holds a run while the host waits for a person (an approval): its deadline stops counting and
- * its process is stopped (SIGSTOP), so that the wait neither counts against `timeoutMs` nor
- * gives the code time to work unmetered. Holds nest; the run goes on when the last ends. A run
- * that calls a skill in the other language has two processes under one hold: the caller's and the
- * nested run's, so a hold stops every attached target.
- */
-export class RunHold {
-  #holds = 0;
-  #targets = new Set<{ stop(): void; go(): void }>();
-  #heldMs = 0;
-  #since = 0;
-
-  /**
-   * Connects a running execution (called by it).
-   *
-   * @param target Stops and restarts its clock and process.
-   * @returns Disconnects it again.
-   */
-  attach(target: { stop(): void; go(): void }): () => void {
-    this.#targets.add(target);
-    if (this.#holds > 0) target.stop();
-    return () => {
-      if (this.#targets.delete(target) && this.#holds > 0) target.go();
-    };
-  }
-
-  /** Milliseconds the run has been held so far, the current hold included. */
-  get heldMs(): number {
-    return this.#heldMs + (this.#holds > 0 ? performance.now() - this.#since : 0);
-  }
-
-  /**
-   * Runs `work` with the run held.
-   *
-   * @param work The wait, for example a question to the client.
-   * @returns What `work` returns.
-   */
-  async during<T>(work: () => Promise<T>): Promise<T> {
-    if (this.#holds++ === 0) {
-      this.#since = performance.now();
-      for (const target of this.#targets) target.stop();
-    }
-    try {
-      return await work();
-    } finally {
-      if (--this.#holds === 0) {
-        this.#heldMs += performance.now() - this.#since;
-        for (const target of this.#targets) target.go();
-      }
-    }
-  }
 }
 
 /** How a language's child is driven through one run. */
@@ -167,15 +115,6 @@ export interface RunChannel {
   captureStderr(capture: OutputCapture | undefined, onOverflow?: () => void): void;
   /** Resolves when the child's next stderr mark has been read. */
   expectStderrMark(): Promise<void>;
-}
-
-async function residentMb(pid: number): Promise<number | undefined> {
-  try {
-    const statm = await Deno.readTextFile(`/proc/${pid}/statm`);
-    return (Number(statm.split(" ")[1]) * 4096) / (1024 * 1024);
-  } catch {
-    return undefined;
-  }
 }
 
 /**

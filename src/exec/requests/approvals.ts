@@ -24,7 +24,7 @@ import {
 } from "../../policy/approvals.ts";
 import type { ClientChannel } from "../../sampling/channel.ts";
 import { CodeExecutorError } from "../../errors.ts";
-import type { RunHold } from "../child/execution.ts";
+import type { RunHold } from "../run.ts";
 
 /** One call that needs approval, as the approver sees it. */
 export interface ApprovalRequest {

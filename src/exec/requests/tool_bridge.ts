@@ -72,6 +72,29 @@ export const MAX_TOOL_CALL_RECORDS = 100;
 /** Characters of a tool name kept in a record: a refused call may name anything. */
 const MAX_RECORDED_NAME = 200;
 
+/** Options of {@linkcode ToolBridge}: what one run's requests are served by. */
+export interface ToolBridgeOptions {
+  /** Upstream connections, catalog and limiter; tool requests fail without it. */
+  hub?: Hub;
+  /** This run's tool policy. */
+  policy: ToolPolicy;
+  /** The admin's settings. */
+  settings: Settings;
+  /** Aborted when the run ends: an upstream call in flight is cancelled. */
+  signal?: AbortSignal;
+  /** Answers `sample`, `elicit` and `progress`, and reports tool calls as progress. */
+  client?: ClientSession;
+  /** Asks a person before calls that need approval (`approvals`). */
+  gate?: ApprovalGate;
+  /**
+   * Placeholders for personal data (`privacy.tokenize`): values back in arguments, placeholders in
+   * results and in every error the code sees.
+   */
+  tokenizer?: RunTokenizer;
+  /** The saved skills the run's principal sees, for `searchTools`. */
+  skills?: () => Promise<readonly SkillRecord[]>;
+}
+
 /** The bridge of one execution. */
 export class ToolBridge {
   #hub: Hub | undefined;
@@ -95,34 +118,18 @@ export class ToolBridge {
   /**
    * Creates the bridge of one execution, under that execution's policy and signal.
    *
-   * @param hub Upstream connections, catalog and limiter; tool requests fail without it.
-   * @param policy This execution's tool policy.
-   * @param settings The admin's settings.
-   * @param signal Aborted when the execution ends.
-   * @param client Answers `sample`, `elicit` and `progress`, and reports tool calls as progress.
-   * @param gate Asks a person before calls that need approval (`approvals`).
-   * @param tokenizer Placeholders for personal data (`privacy.tokenize`): values back in
-   * arguments, placeholders in results and in every error the code sees.
-   * @param skills The saved skills the run's principal sees, for `searchTools`.
+   * @param options The hub, policy, settings, end signal, client session, approval gate,
+   * tokenizer and skills of the run.
    */
-  constructor(
-    hub: Hub | undefined,
-    policy: ToolPolicy,
-    settings: Settings,
-    signal?: AbortSignal,
-    client?: ClientSession,
-    gate?: ApprovalGate,
-    tokenizer?: RunTokenizer,
-    skills?: () => Promise<readonly SkillRecord[]>,
-  ) {
-    this.#skills = skills;
-    this.#hub = hub;
-    this.#policy = policy;
-    this.#settings = settings;
-    this.#signal = signal;
-    this.#client = client;
-    this.#gate = gate;
-    this.#tokenizer = tokenizer;
+  constructor(options: ToolBridgeOptions) {
+    this.#hub = options.hub;
+    this.#policy = options.policy;
+    this.#settings = options.settings;
+    this.#signal = options.signal;
+    this.#client = options.client;
+    this.#gate = options.gate;
+    this.#tokenizer = options.tokenizer;
+    this.#skills = options.skills;
   }
 
   /**
