@@ -7,6 +7,7 @@
  */
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { cancelled, CodeExecutorError, timedOut } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
 import { type LocalWheel, wheelModules } from "./wheels.ts";
 import type { ExecutionResult } from "../result.ts";
@@ -315,10 +316,10 @@ export class PyChild {
     }
     this.#used = true;
     if (this.#process.exited && this.#session) {
-      return failed(
+      return new CodeExecutorError(
         "SessionEnded",
         "The Python session has ended: an earlier run was stopped (time, memory or output limit) or crashed; start a new session",
-      );
+      ).toResult();
     }
     this.#running = true;
     const started = performance.now();
@@ -327,19 +328,21 @@ export class PyChild {
       const ready = await untilReady(this.#ready, limits.timeoutMs, limits.signal);
       if (ready === "timeout" || ready === "cancelled") {
         this.#process.kill();
-        return ready === "cancelled" ? failed("Cancelled", "The execution was cancelled") : failed(
-          "TimeoutError",
-          `Execution timed out after ${
-            limits.reportedTimeoutMs ?? limits.timeoutMs
-          } ms while the Python sandbox was starting: retry, or pass a larger timeoutMs`,
+        const error = ready === "cancelled" ? cancelled() : timedOut(
+          limits.reportedTimeoutMs ?? limits.timeoutMs,
+          {
+            during: "while the Python sandbox was starting",
+            change: "retry, or pass a larger timeoutMs",
+          },
         );
+        return error.toResult();
       }
       if (!ready) {
         this.#process.kill();
-        return failed(
+        return new CodeExecutorError(
           "SandboxCrash",
           `The Python sandbox did not start${this.#fatal ? `: ${this.#fatal}` : ""}`,
-        );
+        ).toResult();
       }
       if (this.#session) this.#process.resume();
       try {
@@ -403,15 +406,4 @@ function untilReady(
     if (signal?.aborted) onAbort();
     ready.then(finish, () => finish(false));
   });
-}
-
-function failed(type: string, message: string): ExecutionResult {
-  return {
-    ok: false,
-    stdout: "",
-    stderr: "",
-    durationMs: 0,
-    toolCalls: [],
-    error: { type, message },
-  };
 }

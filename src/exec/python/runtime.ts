@@ -6,7 +6,7 @@
  * @module
  */
 import { join } from "node:path";
-import { abortError, CodeExecutorError } from "../../errors.ts";
+import { cancelled, CodeExecutorError, timedOut } from "../../errors.ts";
 import { sealChildDenoDir } from "../child/deno_dir.ts";
 import { sandboxFile } from "../child/files.ts";
 import { WarmPool } from "../child/warm_pool.ts";
@@ -163,15 +163,15 @@ function pythonWithin(
     const timer = setTimeout(() => {
       done();
       reject(
-        new CodeExecutorError(
-          "TimeoutError",
-          `Execution timed out after ${deadline.timeoutMs} ms while Python was starting for the first time (building its memory snapshot); retry in a few seconds`,
-        ),
+        timedOut(deadline.timeoutMs, {
+          during: "while Python was starting for the first time (building its memory snapshot)",
+          change: "retry in a few seconds",
+        }),
       );
     }, deadline.timeoutMs);
     const onAbort = () => {
       done();
-      reject(abortError(deadline.signal, "The execution was cancelled"));
+      reject(cancelled(deadline.signal));
     };
     deadline.signal.addEventListener("abort", onAbort, { once: true });
     runtime.then((value) => {
@@ -212,13 +212,13 @@ async function takePooledChild(
     clearTimeout(timer);
   }
   if (!pooled && deadline.signal.aborted) {
-    throw abortError(deadline.signal, "The execution was cancelled");
+    throw cancelled(deadline.signal);
   }
   if (!pooled && expired.signal.aborted) {
-    throw new CodeExecutorError(
-      "TimeoutError",
-      `Execution timed out after ${deadline.timeoutMs} ms while a Python sandbox was starting: retry, or pass a larger timeoutMs`,
-    );
+    throw timedOut(deadline.timeoutMs, {
+      during: "while a Python sandbox was starting",
+      change: "retry, or pass a larger timeoutMs",
+    });
   }
   return pooled;
 }

@@ -7,7 +7,7 @@
  * @module
  */
 import type { Settings } from "../../config/settings.ts";
-import { CodeExecutorError } from "../../errors.ts";
+import { CodeExecutorError, timedOut } from "../../errors.ts";
 import type { ApprovalPolicy, PendingApprovals } from "../../policy/approvals.ts";
 import type { AuditLog } from "../../policy/audit.ts";
 import { ToolPolicy } from "../../policy/tool_policy.ts";
@@ -216,10 +216,9 @@ function runRequests(
     if (frame.op === "output") return scope.outputs.answer(frame);
     if (frame.op !== "skill") return scope.bridge.handle(frame);
     if (skills) return skills.handle(frame);
-    return Promise.resolve({
-      ok: false,
-      error: { type: "ToolCallError", message: "Skills are not available on this server" },
-    });
+    return Promise.resolve(
+      new CodeExecutorError("ToolCallError", "Skills are not available on this server").toReply(),
+    );
   };
 }
 
@@ -240,10 +239,7 @@ async function runNested(
   const started = performance.now();
   const timeoutMs = Math.floor(scope.remainingMs());
   if (timeoutMs < 1 || scope.signal.aborted) {
-    throw new CodeExecutorError(
-      "TimeoutError",
-      `Execution timed out after ${scope.timeoutMs} ms: pass a larger timeoutMs (up to the admin's limits.maxTimeoutMs) or do less work per run`,
-    );
+    throw timedOut(scope.timeoutMs);
   }
   const running = nestedRunning.get(scope) ?? 0;
   if (running >= MAX_NESTED_RUNS) {

@@ -121,11 +121,7 @@ export class SkillBridge {
           );
       }
     } catch (error) {
-      if (error instanceof CodeExecutorError) return error.toReply();
-      return {
-        ok: false,
-        error: { type: "ToolCallError", message: (error as Error).message ?? String(error) },
-      };
+      return CodeExecutorError.from(error, "ToolCallError").toReply();
     }
   }
 
@@ -184,7 +180,7 @@ export class SkillBridge {
     }
     const result = await this.#options.nested(skill, args, depth);
     if (!result.ok) {
-      const error = result.error ?? { type: "Error", message: "The skill failed" };
+      const error = result.error ?? new CodeExecutorError("Error", "The skill failed").toInfo();
       return {
         ok: false,
         error: {

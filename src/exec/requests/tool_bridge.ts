@@ -17,12 +17,12 @@ import type { SkillRecord } from "../../skills/store.ts";
 import { searchToolsAndSkills } from "./tool_search.ts";
 import type { ApprovalGate } from "./approvals.ts";
 import type { ToolCallRecord } from "../result.ts";
-import { CodeExecutorError } from "../../errors.ts";
+import { CodeExecutorError, type ExecutionErrorInfo, toolResultTooLarge } from "../../errors.ts";
 
 /** A reply frame body: a value, or an error the runner rethrows. */
 export type BridgeReply =
   | { ok: true; value: unknown }
-  | { ok: false; error: { type: string; message: string } };
+  | { ok: false; error: Pick<ExecutionErrorInfo, "type" | "message"> };
 
 function str(value: unknown, field: string, max = 1000): string {
   if (typeof value !== "string" || value.length === 0 || value.length > max) {
@@ -142,10 +142,7 @@ export class ToolBridge {
     try {
       return { ok: true, value: await this.#dispatch(frame) };
     } catch (error) {
-      const reply: BridgeReply = error instanceof CodeExecutorError ? error.toReply() : {
-        ok: false,
-        error: { type: "ToolCallError", message: (error as Error).message ?? String(error) },
-      };
+      const reply = CodeExecutorError.from(error, "ToolCallError").toReply();
       // A tool's error or a schema message may quote the values the arguments were given.
       if (this.#tokenizer) reply.error.message = this.#tokenizer.text(reply.error.message);
       return reply;
@@ -299,19 +296,19 @@ export class ToolBridge {
       signal: this.#signal,
     }).catch((error) => {
       if (!(error instanceof UpstreamMessageTooLarge)) throw error;
-      throw new CodeExecutorError(
-        "ToolResultTooLarge",
-        `The result of ${name} is more than ${error.limit} bytes, more than tools.maxResultBytes (${tools.maxResultBytes}); ask the tool for less (paging, filters)`,
-      );
+      throw toolResultTooLarge(name, {
+        size: `more than ${error.limit} bytes`,
+        maxResultBytes: tools.maxResultBytes,
+      });
     });
     if (result.isError) throw new CodeExecutorError("ToolError", upstreamErrorText(result));
     const value = unwrapResult(result);
     const size = new TextEncoder().encode(JSON.stringify(value) ?? "").length;
     if (size > tools.maxResultBytes) {
-      throw new CodeExecutorError(
-        "ToolResultTooLarge",
-        `The result of ${name} is ${size} bytes, more than tools.maxResultBytes (${tools.maxResultBytes}); ask the tool for less (paging, filters)`,
-      );
+      throw toolResultTooLarge(name, {
+        size: `${size} bytes`,
+        maxResultBytes: tools.maxResultBytes,
+      });
     }
     const tokenizer = this.#tokenizer;
     return tokenizer && !tokenizer.raw(entry.server) ? tokenizer.value(value) : value;

@@ -6,7 +6,7 @@
  */
 import { Buffer } from "node:buffer";
 import type { Logger } from "../../log.ts";
-import type { ExecutionErrorInfo } from "../../errors.ts";
+import { type ErrorType, errorTypeOf, type ExecutionErrorInfo } from "../../errors.ts";
 import type { ExecutionResult } from "../result.ts";
 import type { RunLimits } from "../child/execution.ts";
 import { SandboxProcess } from "../child/process.ts";
@@ -77,10 +77,11 @@ export function cleanTrace(text: string, lineOffset: number): string {
  * @returns The error to report.
  */
 export function cleanError(error: ExecutionErrorInfo, lineOffset: number): ExecutionErrorInfo {
-  let { type, message } = error;
-  const parse = /^(SyntaxError): ([\s\S]*)$/.exec(message);
-  if (type === "TypeError" && parse) [, type, message] = parse;
-  const out: ExecutionErrorInfo = { type, message: cleanTrace(message, lineOffset) };
+  const parse = /^SyntaxError: ([\s\S]*)$/.exec(error.message);
+  // `satisfies`: a misspelt name fails the type check, which a comparison alone would not.
+  const out: ExecutionErrorInfo = error.type === ("TypeError" satisfies ErrorType) && parse
+    ? { type: errorTypeOf("SyntaxError"), message: cleanTrace(parse[1], lineOffset) }
+    : { type: error.type, message: cleanTrace(error.message, lineOffset) };
   if (error.traceback) {
     out.traceback = cleanTrace(error.traceback, lineOffset).replace(
       /^TypeError: SyntaxError:/,
