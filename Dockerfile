@@ -8,7 +8,7 @@
 # Everything the server would fetch or build on first use (npm and remote modules, the sandbox
 # runners' compiled JavaScript, Pyodide and its memory snapshot) is prepared at build time, so
 # the server runs offline, from a read-only root filesystem, as a non-root user; only /tmp (the
-# sandboxes' workspaces) and the audit volume are written. See README "Container".
+# sandboxes' workspaces) and the audit volume are written. See docs/container.md.
 FROM denoland/deno:2.9.6
 
 # Build-time and run-time paths must be the same: the snapshot's path is part of its cache key.
@@ -57,7 +57,7 @@ STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
   CMD ["deno", "eval", "const r = await fetch('http://127.0.0.1:3333/healthz').catch(() => null); Deno.exit(r?.ok ? 0 : 1)"]
 # --cached-only: nothing is fetched at run time. The V8 flag keeps a long-running server's memory
-# near its baseline (README "Serving over HTTP"). Our own ENTRYPOINT, so that the image behaves
+# near its baseline (docs/http.md). Our own ENTRYPOINT, so that the image behaves
 # the same on the official base (tini + docker-entrypoint.sh) and on a stand-in: run with --init.
 ENTRYPOINT ["deno", "run", "-A", "--cached-only", "--frozen", "--v8-flags=--max-semi-space-size=1", "/app/main.ts"]
 # Auth is required on 0.0.0.0: the server refuses to start without CODE_EXECUTOR_HTTP_TOKEN (or

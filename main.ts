@@ -20,6 +20,7 @@ import { doctor } from "./src/cli/doctor.ts";
 import { runFile } from "./src/cli/run.ts";
 import { serve } from "./src/cli/serve.ts";
 import { SettingsError } from "./src/config/settings.ts";
+import { UpstreamConfigError } from "./src/config/server_entry.ts";
 import { SERVER_VERSION } from "./src/version.ts";
 import { flushLogs } from "./src/log.ts";
 
@@ -35,6 +36,8 @@ Usage:
   code-executor run FILE.ts [--timeout MS] [--json]
                                             Run a TypeScript file in the sandbox
   code-executor doctor [--config PATH]...   Check every configured MCP server and the token savings
+  code-executor doctor --http URL           Check CODE_EXECUTOR_HTTP_TOKEN (or no token) against a
+                                            running serve --http at URL; says why a refusal
   code-executor prepare                     Fetch and build now what the server would on first use
                                             (modules, the sandbox runners, the Python snapshot),
                                             readable by every user; exits 1 when it cannot
@@ -137,6 +140,11 @@ async function main(args: string[]): Promise<number> {
     return 0;
   }
   if (command === "doctor") {
+    if (values.http) {
+      if (rest.length !== 1) throw new TypeError("Usage: code-executor doctor --http URL");
+      const { checkHttpToken } = await import("./src/cli/doctor_http.ts");
+      return await checkHttpToken(rest[0], { env: Deno.env.toObject() });
+    }
     if (rest.length > 0) throw new TypeError(`Unexpected argument "${rest[0]}" for doctor`);
     return await doctor({ configPaths: values.config ?? [] });
   }
@@ -165,8 +173,8 @@ if (import.meta.main) {
     await flushLogs();
     Deno.exit(code);
   } catch (error) {
-    const known = error instanceof SettingsError || error instanceof TypeError ||
-      error instanceof Deno.errors.NotFound;
+    const known = error instanceof SettingsError || error instanceof UpstreamConfigError ||
+      error instanceof TypeError || error instanceof Deno.errors.NotFound;
     console.error(`code-executor: ${known ? (error as Error).message : (error as Error).stack}`);
     await flushLogs();
     Deno.exit(2);

@@ -19,24 +19,12 @@
  * @module
  */
 import { join } from "node:path";
-import {
-  connectStdio,
-  loadAverage,
-  log,
-  type MachineReport,
-  machineReport,
-  machineText,
-  parseBenchArgs,
-  printReport,
-  ratio,
-  round,
-  row,
-  runBench,
-  type Stats,
-  stats,
-  type StdioServer,
-} from "./_common.ts";
-import { EVERYTHING, homeEnv, MEMORY, ROOT } from "../tests/_helpers.ts";
+import { ratio, round, runPaired, type Stats, stats } from "./_stats.ts";
+import { loadAverage, type MachineReport, machineReport, machineText } from "./_machine.ts";
+import { connectStdio, type StdioServer } from "./_server.ts";
+import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
+import { EVERYTHING, MEMORY } from "../tests/_pins.ts";
+import { homeEnv, ROOT } from "../tests/_env.ts";
 import { ApprovalGate } from "../src/exec/requests/approvals.ts";
 import { ApprovalPolicy } from "../src/policy/approvals.ts";
 
@@ -189,16 +177,15 @@ async function main(args: string[]): Promise<void> {
       log(`warm-up (${mode})`);
       await timedCalls(servers[mode]!, calls);
     }
-    const samples: Record<Mode, number[]> = { off: [], ask: [] };
-    for (let round = 0; round < rounds; round++) {
-      const order = round % 2 === 0 ? MODES : [...MODES].reverse();
-      for (const mode of order) samples[mode].push(await timedCalls(servers[mode]!, calls));
-      log(
-        `round ${round + 1}/${rounds}: off ${samples.off.at(-1)!.toFixed(1)} ms, ask ${
-          samples.ask.at(-1)!.toFixed(1)
-        } ms`,
-      );
-    }
+    const samples = await runPaired({
+      arms: MODES,
+      rounds,
+      sample: (mode) => timedCalls(servers[mode]!, calls),
+      onRound: (i, ms) =>
+        log(
+          `round ${i + 1}/${rounds}: off ${ms.off.toFixed(1)} ms, ask ${ms.ask.toFixed(1)} ms`,
+        ),
+    });
     const runMs = { off: stats(samples.off), ask: stats(samples.ask) };
     const report: Report = {
       calls,

@@ -18,29 +18,15 @@
  */
 import type { Client } from "@modelcontextprotocol/client";
 import { join } from "node:path";
-import {
-  loadAverage,
-  log,
-  parseBenchArgs,
-  percentile,
-  printReport,
-  residentMb,
-  round,
-  row,
-  runBench,
-  sleep,
-  type Stats,
-  stats,
-} from "./_common.ts";
+import { percentile, round, sleep, type Stats, stats } from "./_stats.ts";
+import { loadAverage, residentMb } from "./_machine.ts";
+import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
 import { loadJobs, type LoadOutcome, outcomeProblem, runJob, seedCode } from "./load.ts";
-import {
-  connectHttp,
-  EVERYTHING,
-  MEMORY,
-  npmServer,
-  spawnHttpServe,
-  startServer,
-} from "../tests/_helpers.ts";
+import { EVERYTHING, MEMORY } from "../tests/_pins.ts";
+import { npmServer } from "../tests/_env.ts";
+import { startServer } from "../tests/_stdio_server.ts";
+import { startHttpServer } from "../tests/_http_server.ts";
+import { connect } from "../tests/_client.ts";
 
 const USAGE =
   "Usage: deno run -A bench/http.ts [--iterations N] [--pause-ms N] [--clients N] [--runs N] [--json]";
@@ -132,7 +118,7 @@ await runBench(async (args) => {
     },
   };
   const before = await loadAverage();
-  const http = await spawnHttpServe({
+  const http = await startHttpServer({
     home,
     sharedCache: true,
     upstream,
@@ -144,8 +130,8 @@ await runBench(async (args) => {
   const connected: Client[] = [];
   try {
     log("latency: stdio, HTTP 2025, HTTP 2026, interleaved");
-    const legacy = await connectHttp(http.url, { era: "legacy" });
-    const modern = await connectHttp(http.url, { era: "modern" });
+    const legacy = await connect(http.url, { era: "legacy" });
+    const modern = await connect(http.url, { era: "modern" });
     connected.push(legacy, modern);
     const samples = { stdio: [] as number[], legacy: [] as number[], modern: [] as number[] };
     for (let i = 0; i < iterations + 5; i++) {
@@ -169,7 +155,7 @@ await runBench(async (args) => {
     if (seeded.isError) throw new Error(`Cannot seed the memory server: ${JSON.stringify(seeded)}`);
     const pool: Client[] = [];
     for (let i = 0; i < clients; i++) {
-      pool.push(await connectHttp(http.url, { era: i % 2 === 0 ? "legacy" : "modern" }));
+      pool.push(await connect(http.url, { era: i % 2 === 0 ? "legacy" : "modern" }));
     }
     connected.push(...pool);
     // Warm-up of the same shape: one run per client.
@@ -224,7 +210,7 @@ await runBench(async (args) => {
   } finally {
     await Promise.all(connected.map((client) => client.close().catch(() => {})));
     await stdio.close().catch(() => {});
-    await http.stop().catch(() => {});
+    await http.close().catch(() => {});
     await Deno.remove(home, { recursive: true }).catch(() => {});
   }
 });

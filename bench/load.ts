@@ -27,31 +27,19 @@
  */
 import type { Client } from "@modelcontextprotocol/client";
 import { join } from "node:path";
+import { mean, percentile, round, sleep } from "./_stats.ts";
 import {
   loadAverage,
-  log,
   type MachineReport,
   machineReport,
   machineText,
-  mean,
-  parseBenchArgs,
-  percentile,
-  printReport,
   residentMb,
-  round,
-  row,
-  runBench,
-  sleep,
-} from "./_common.ts";
+} from "./_machine.ts";
+import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
-import {
-  EVERYTHING,
-  MEMORY,
-  npmServer,
-  type ServerHarness,
-  serverPid,
-  startServer,
-} from "../tests/_helpers.ts";
+import { EVERYTHING, MEMORY } from "../tests/_pins.ts";
+import { npmServer } from "../tests/_env.ts";
+import { type ServerHarness, serverPid, startServer } from "../tests/_stdio_server.ts";
 /** Upstream tool calls one execution makes. */
 export const CALLS_PER_EXECUTION = 20;
 const ECHOES = 9;

@@ -26,7 +26,9 @@
  *
  * @module
  */
-import { loadAverage, log, repeat, stats } from "./_common.ts";
+import { repeat, stats } from "./_stats.ts";
+import { loadAverage } from "./_machine.ts";
+import { log } from "./_report.ts";
 import { detectOptions, detectorFor } from "../src/privacy/redaction.ts";
 import { DetectorThread } from "../src/privacy/thread.ts";
 import { RunTokenizer } from "../src/privacy/tokenizer.ts";

@@ -23,17 +23,11 @@
  * @module
  */
 import { join } from "node:path";
-import {
-  connectStdio,
-  loadAverage,
-  log,
-  parseBenchArgs,
-  round,
-  sleep,
-  stats,
-  type StdioServer,
-} from "./_common.ts";
-import { ROOT, serverEnv } from "../tests/_helpers.ts";
+import { round, runPaired, sleep, stats } from "./_stats.ts";
+import { loadAverage } from "./_machine.ts";
+import { connectStdio, type StdioServer } from "./_server.ts";
+import { log, parseBenchArgs } from "./_report.ts";
+import { ROOT, serverEnv } from "../tests/_env.ts";
 
 const FIXTURES = new URL("../tests/fixtures/", import.meta.url);
 const MB = 1024 * 1024;
@@ -209,17 +203,20 @@ try {
   for (const [corpus, lines, paced] of corpora) {
     const code = program([...lines], paced);
     const expected = printed([...lines]);
-    const samples = new Map<Server, Timing[]>(servers.map((server) => [server, []]));
     const load = await loadAverage();
-    for (let i = 0; i < args.warmup + args.iterations; i++) {
-      // Rotate which server goes first, so that none always runs right after another.
-      const order = servers.map((_, k) => servers[(i + k) % servers.length]);
-      for (const server of order) {
+    // Rotate which server goes first, so that none always runs right after another.
+    const byName = await runPaired({
+      arms: servers.map((server) => server.name),
+      rounds: args.iterations,
+      warmup: args.warmup,
+      sample: async (name) => {
         await sleep(args.pauseMs);
-        const timing = await timed(server, code, expected);
-        if (i >= args.warmup) samples.get(server)!.push(timing);
-      }
-    }
+        return await timed(servers.find((server) => server.name === name)!, code, expected);
+      },
+    });
+    const samples = new Map<Server, Timing[]>(
+      servers.map((server) => [server, byName[server.name]]),
+    );
     const median = (server: Server, of: (t: Timing) => number) =>
       stats(samples.get(server)!.map(of)).medianMs;
     const mean = (server: Server, of: (t: Timing) => number) => {

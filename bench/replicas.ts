@@ -19,17 +19,10 @@
  * @module
  */
 import type { Client } from "@modelcontextprotocol/client";
-import {
-  loadAverage,
-  log,
-  parseBenchArgs,
-  percentile,
-  printReport,
-  round,
-  row,
-  runBench,
-} from "./_common.ts";
-import { connectHttp } from "../tests/_helpers.ts";
+import { percentile, round } from "./_stats.ts";
+import { loadAverage } from "./_machine.ts";
+import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
+import { connect } from "../tests/_client.ts";
 import { findNginx, type Nginx, startNginx } from "../tests/_nginx.ts";
 import { job, type Replica, runJobs, servedBy, startReplicas } from "../tests/_replicas.ts";
 
@@ -72,7 +65,7 @@ async function measure(
     const ports = replicas.map((r) => Number(r.serve.url.port));
     nginx = await startNginx(nginxPath, [0, 1, 2].map((i) => ports[i % ports.length]));
     for (let i = 0; i < clients; i++) {
-      pool.push(await connectHttp(nginx.url, { era: "modern", token: TOKEN }));
+      pool.push(await connect(nginx.url, { era: "modern", token: TOKEN }));
     }
     const tag = `b${batch}`;
     await runJobs(pool, pool.map((_, i) => job(`${tag}-warm-${i}`, i % 2 === 1)));
@@ -101,7 +94,7 @@ async function measure(
   } finally {
     await Promise.all(pool.map((client) => client.close().catch(() => {})));
     await nginx?.stop();
-    await Promise.all(replicas.map((r) => r.serve.stop().catch(() => {})));
+    await Promise.all(replicas.map((r) => r.serve.close().catch(() => {})));
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
 }

@@ -42,34 +42,27 @@
  *
  * @module
  */
+import { ratio, repeat, round, sleep, type Stats, stats } from "./_stats.ts";
+import {
+  loadAverage,
+  type MachineReport,
+  machineReport,
+  machineText,
+  residentMb,
+  statusMb,
+} from "./_machine.ts";
 import {
   type CallTiming,
   concurrentCalls,
   connectStdio,
-  loadAverage,
-  log,
-  type MachineReport,
-  machineReport,
-  machineText,
-  parseBenchArgs,
-  printReport,
-  ratio,
-  repeat,
-  residentMb,
-  round,
-  row,
-  runBench,
-  sleep,
-  type Stats,
-  stats,
-  status,
-  statusMb,
   type StdioServer,
   timeDenoRun,
   timedRefusal,
   timedRun,
-} from "./_common.ts";
-import { cacheHome, ROOT, sandboxPids, serverEnv } from "../tests/_helpers.ts";
+} from "./_server.ts";
+import { log, parseBenchArgs, printReport, row, runBench, status } from "./_report.ts";
+import { cacheHome, ROOT, serverEnv } from "../tests/_env.ts";
+import { sandboxPids } from "../tests/_proc.ts";
 import { resolveSettings } from "../src/config/settings.ts";
 import { Executor } from "../src/exec/executor.ts";
 import type { WarmPool } from "../src/exec/child/warm_pool.ts";

@@ -31,35 +31,27 @@
  * @module
  */
 import { fileURLToPath } from "node:url";
+import { ratio, repeat, round, sleep, type Stats, stats } from "./_stats.ts";
 import {
-  bareDenoRun,
-  type CallTiming,
   childPids,
-  concurrentCalls,
-  connectStdio,
   loadAverage,
-  log,
   type MachineReport,
   machineReport,
   machineText,
-  parseBenchArgs,
-  printReport,
-  ratio,
-  repeat,
   residentMb,
-  round,
-  row,
-  runBench,
-  sleep,
-  type Stats,
-  stats,
-  status,
+} from "./_machine.ts";
+import {
+  bareDenoRun,
+  type CallTiming,
+  concurrentCalls,
+  connectStdio,
   type StdioServer,
   timeDenoRun,
   timedRefusal,
   timedRun,
-} from "./_common.ts";
-import { ROOT, serverEnv } from "../tests/_helpers.ts";
+} from "./_server.ts";
+import { log, parseBenchArgs, printReport, row, runBench, status } from "./_report.ts";
+import { ROOT, serverEnv } from "../tests/_env.ts";
 
 const NAIVE_SERVER = fileURLToPath(new URL("./_naive_server.ts", import.meta.url));
 const CODE = "return 1";

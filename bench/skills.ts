@@ -21,27 +21,15 @@
  * @module
  */
 import { join } from "node:path";
-import {
-  connectStdio,
-  loadAverage,
-  log,
-  machineReport,
-  machineText,
-  parseBenchArgs,
-  printReport,
-  repeat,
-  row,
-  runBench,
-  type Stats,
-  stats,
-  status,
-  tokensOf,
-} from "./_common.ts";
+import { repeat, type Stats, stats } from "./_stats.ts";
+import { loadAverage, machineReport, machineText } from "./_machine.ts";
+import { connectStdio } from "./_server.ts";
+import { log, parseBenchArgs, printReport, row, runBench, status, tokensOf } from "./_report.ts";
 import { SettingsSchema } from "../src/config/settings.ts";
 import { SkillStore } from "../src/skills/store.ts";
 import { ToolPolicy } from "../src/policy/tool_policy.ts";
 import { searchToolsText } from "../src/server/server.ts";
-import { ADD } from "../tests/_helpers.ts";
+import { ADD } from "../tests/_skills.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const QUERY = "add numbers";

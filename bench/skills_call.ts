@@ -17,22 +17,11 @@
  * @module
  */
 import { join } from "node:path";
-import {
-  connectStdio,
-  loadAverage,
-  log,
-  type MachineReport,
-  machineReport,
-  machineText,
-  parseBenchArgs,
-  printReport,
-  row,
-  runBench,
-  type Stats,
-  stats,
-  type StdioServer,
-} from "./_common.ts";
-import { homeEnv, ROOT } from "../tests/_helpers.ts";
+import { type Stats, stats } from "./_stats.ts";
+import { loadAverage, type MachineReport, machineReport, machineText } from "./_machine.ts";
+import { connectStdio, type StdioServer } from "./_server.ts";
+import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
+import { homeEnv, ROOT } from "../tests/_env.ts";
 
 interface Case {
   name: string;

@@ -10,16 +10,9 @@
  * @module
  */
 import { dieWithParent, parentDeathHelper } from "../src/parent_death.ts";
-import {
-  loadAverage,
-  parseBenchArgs,
-  printReport,
-  ratio,
-  row,
-  runBench,
-  type Stats,
-  stats,
-} from "./_common.ts";
+import { ratio, type Stats, stats } from "./_stats.ts";
+import { loadAverage } from "./_machine.ts";
+import { parseBenchArgs, printReport, row, runBench } from "./_report.ts";
 
 interface Pair {
   program: string;

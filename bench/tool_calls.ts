@@ -37,27 +37,12 @@
  */
 import type { Client } from "@modelcontextprotocol/client";
 import { join } from "node:path";
-import {
-  type CallOutcome,
-  connectStdio,
-  loadAverage,
-  log,
-  type MachineReport,
-  machineReport,
-  machineText,
-  mean,
-  parseBenchArgs,
-  printReport,
-  round,
-  row,
-  runBench,
-  type Stats,
-  stats,
-  status,
-  type StdioServer,
-  tokensOf,
-} from "./_common.ts";
-import { EVERYTHING, FILESYSTEM, homeEnv, MEMORY, ROOT } from "../tests/_helpers.ts";
+import { mean, round, runPaired, type Stats, stats } from "./_stats.ts";
+import { loadAverage, type MachineReport, machineReport, machineText } from "./_machine.ts";
+import { type CallOutcome, connectStdio, type StdioServer } from "./_server.ts";
+import { log, parseBenchArgs, printReport, row, runBench, status, tokensOf } from "./_report.ts";
+import { EVERYTHING, FILESYSTEM, MEMORY } from "../tests/_pins.ts";
+import { homeEnv, ROOT } from "../tests/_env.ts";
 
 const PACKAGES = { everything: EVERYTHING, filesystem: FILESYSTEM, memory: MEMORY } as const;
 const KINDS = ["everything", "filesystem", "memory"] as const;
@@ -335,21 +320,29 @@ async function measureLanguages(
   log(`languages: one warm-up run each, then ${options.langRounds} rounds`);
   await runPython(executor, pythonEchoLoop(options.langCalls), timeoutMs);
   await runTypescript(executor, echoLoop(options.langCalls), timeoutMs);
-  for (let r = 0; r < options.langRounds; r++) {
-    const ts = durations(
-      (await runTypescript(executor, echoLoop(options.langCalls), timeoutMs)).outcome,
-      options.langCalls,
-      "run_typescript",
-    );
-    const py = durations(
-      await runPython(executor, pythonEchoLoop(options.langCalls), timeoutMs),
-      options.langCalls,
-      "run_python",
-    );
-    all.typescript.push(...ts);
-    all.python.push(...py);
-    roundMedians.push({ typescript: stats(ts, 3).medianMs, python: stats(py, 3).medianMs });
-  }
+  // The two languages take turns at going first, so that neither always runs right after the
+  // other.
+  await runPaired({
+    arms: ["typescript", "python"] as const,
+    rounds: options.langRounds,
+    sample: async (language) =>
+      language === "typescript"
+        ? durations(
+          (await runTypescript(executor, echoLoop(options.langCalls), timeoutMs)).outcome,
+          options.langCalls,
+          "run_typescript",
+        )
+        : durations(
+          await runPython(executor, pythonEchoLoop(options.langCalls), timeoutMs),
+          options.langCalls,
+          "run_python",
+        ),
+    onRound: (_, { typescript: ts, python: py }) => {
+      all.typescript.push(...ts);
+      all.python.push(...py);
+      roundMedians.push({ typescript: stats(ts, 3).medianMs, python: stats(py, 3).medianMs });
+    },
+  });
   const typescript = callStats(all.typescript);
   const python = callStats(all.python);
   return {

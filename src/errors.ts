@@ -209,7 +209,8 @@ export const ERROR_TYPES = {
   },
   SamplingBudgetError: {
     origin: "sampling",
-    meaning: "The run used up its LLM rounds or tokens (sampling.maxRounds, maxTokens)",
+    meaning:
+      "The run used up its LLM rounds, tokens or askUser questions (sampling.maxRounds, maxTokens, maxQuestions)",
     change: "Ask fewer or shorter questions, or ask the admin for a larger budget",
   },
   SamplingPolicyError: {

@@ -8,3 +8,9 @@ import config from "../deno.json" with { type: "json" };
 
 /** The version of Code Executor, reported to clients and by `--version`. */
 export const SERVER_VERSION: string = config.version;
+
+/**
+ * The name Code Executor gives itself in `serverInfo` (and `clientInfo`); an upstream that
+ * answers initialize with it is Code Executor itself.
+ */
+export const SERVER_NAME = "code-executor";

@@ -8,15 +8,10 @@
  */
 import type { Client, ClientOptions } from "@modelcontextprotocol/client";
 import { join } from "node:path";
-import {
-  eventually,
-  EVERYTHING,
-  fixtureServer,
-  MEMORY,
-  npmServer,
-  type ServerHarness,
-  startServer,
-} from "./_helpers.ts";
+import { EVERYTHING, MEMORY } from "./_pins.ts";
+import { fixtureServer, npmServer } from "./_env.ts";
+import { eventually } from "./_proc.ts";
+import { type ServerHarness, startServer } from "./_stdio_server.ts";
 
 type ElicitParams = { message: string; requestedSchema: Record<string, unknown> };
 export type Answer = (params: ElicitParams, signal: AbortSignal) => Promise<unknown>;

@@ -7,7 +7,8 @@
  */
 import { join } from "node:path";
 import { assert } from "./_assert.ts";
-import { exitOrKill, ROOT } from "./_helpers.ts";
+import { ROOT } from "./_env.ts";
+import { exitOrKill } from "./_proc.ts";
 
 /** deploy/nginx.conf. */
 export const NGINX_CONF = join(ROOT, "deploy", "nginx.conf");

@@ -8,7 +8,7 @@
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { assert, assertEquals } from "./_assert.ts";
-import { leftovers, processGone } from "./_helpers.ts";
+import { leftovers, processGone } from "./_proc.ts";
 import { cacheDir } from "../src/config/paths.ts";
 import { PyChild, type PyChildOptions, type PyRunLimits } from "../src/exec/python/child.ts";
 import { ensurePyodideSnapshot, findPyodideDir } from "../src/exec/python/pyodide.ts";

@@ -8,14 +8,17 @@
 import type { Client } from "@modelcontextprotocol/client";
 import { join } from "node:path";
 import type { RunResult } from "./_assert.ts";
-import { callRun, eventually, fixtureServer, type HttpServe, spawnHttpServe } from "./_helpers.ts";
+import { fixtureServer } from "./_env.ts";
+import { eventually } from "./_proc.ts";
+import { type HttpServer, startHttpServer } from "./_http_server.ts";
+import { callRun } from "./_client.ts";
 
 /** One running replica. */
 export interface Replica {
   /** Its `http.replicaId`, `ce-i`. */
   id: string;
   /** The process. */
-  serve: HttpServe;
+  serve: HttpServer;
   /** The pid of its upstream fixture: a run that returns it ran on this replica. */
   fixturePid: number;
   /** host:port, as nginx logs it. */
@@ -38,7 +41,7 @@ export async function startReplicas(
   try {
     await Promise.all(Array.from({ length: options.count }, async (_, i) => {
       const pidFile = join(dir, `fixture-${i}.pid`);
-      const serve = await spawnHttpServe({
+      const serve = await startHttpServer({
         env: {
           ...options.env,
           CODE_EXECUTOR_HTTP_REPLICA_ID: `ce-${i}`,
@@ -57,7 +60,7 @@ export async function startReplicas(
       replicas[i].fixturePid = Number(await Deno.readTextFile(pidFile));
     }));
   } catch (error) {
-    await Promise.all(replicas.filter(Boolean).map((r) => r.serve.stop().catch(() => {})));
+    await Promise.all(replicas.filter(Boolean).map((r) => r.serve.close().catch(() => {})));
     throw error;
   }
   return replicas;

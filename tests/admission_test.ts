@@ -35,19 +35,40 @@ Deno.test("Admission.enter() gives a free slot to the waiting principal with the
 
 Deno.test("Admission.enter() lets a lone principal use every slot", async () => {
   const slots = admission({ maxConcurrent: 3 });
-  const releases = [await slots.enter("a"), await slots.enter("a"), await slots.enter("a")];
-  for (const release of releases) release();
+  const granted: number[] = [];
+  const entering = [0, 1, 2].map((i) =>
+    slots.enter("a").then((release) => {
+      granted.push(i);
+      return release;
+    })
+  );
+  await tick();
+  assertEquals(granted, [0, 1, 2], "a lone principal waited while a slot was free");
+  // The three hold every slot: a fourth waits until one of them is released.
+  let fourth = false;
+  const queued = slots.enter("a").then((release) => {
+    fourth = true;
+    return release;
+  });
+  await tick();
+  assertEquals(fourth, false, "a fourth run got a slot past limits.maxConcurrent");
+  const [first, ...rest] = await Promise.all(entering);
+  first();
+  (await queued)();
+  assertEquals(fourth, true);
+  for (const release of rest) release();
 });
 
 Deno.test("Admission.enter() holds a principal to limits.principalMaxConcurrent", async () => {
   const slots = admission({ maxConcurrent: 3, principalMaxConcurrent: 1 });
-  const first = await slots.enter("a");
+  // Shares hold for HTTP principals (local is alone in its process and may use every slot).
+  const first = await slots.enter("http:a");
   let second = false;
-  const queued = slots.enter("a").then((release) => {
+  const queued = slots.enter("http:a").then((release) => {
     second = true;
     return release;
   });
-  const other = await slots.enter("b");
+  const other = await slots.enter("http:b");
   await tick();
   assertEquals(second, false, "a ran two at once past its cap while a slot was free");
   first();

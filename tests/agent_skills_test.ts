@@ -14,14 +14,11 @@ import { SkillsClient } from "@modelcontextprotocol/client/ext/skills";
 import { SettingsSchema } from "../src/config/settings.ts";
 import { type SaveSkillInput, SkillStore } from "../src/skills/store.ts";
 import { assert, assertEquals, assertRejects } from "./_assert.ts";
-import {
-  ADD,
-  callRunTypescript,
-  connectHttp,
-  spawnHttpServe,
-  startServer,
-  withUserDirs,
-} from "./_helpers.ts";
+import { withUserDirs } from "./_fs.ts";
+import { ADD } from "./_skills.ts";
+import { startServer } from "./_stdio_server.ts";
+import { startHttpServer } from "./_http_server.ts";
+import { callRun, connect } from "./_client.ts";
 
 const SHOUT: SaveSkillInput = {
   name: "shout",
@@ -133,15 +130,15 @@ Deno.test("serve --http serves each principal its own skills plus the shared one
         mode: 0o600,
       },
     );
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       home: dirs.home,
       sharedCache: true,
       settings: { skills: skillsSettings(dirs, extra), http: { tokensFile } },
     });
     const clients: Client[] = [];
     try {
-      const connect = async (token: string, era: "legacy" | "modern") => {
-        const client = await connectHttp(server.url, { token, era });
+      const connectAs = async (token: string, era: "legacy" | "modern") => {
+        const client = await connect(server.url, { token, era });
         clients.push(client);
         return client;
       };
@@ -150,8 +147,8 @@ Deno.test("serve --http serves each principal its own skills plus the shared one
         return dirs.find((dir) => existsSync(dir))!;
       };
       for (const era of ["legacy", "modern"] as const) {
-        const alice = await connect("alice-token-0123456789", era);
-        const bob = await connect("bob-token-0123456789", era);
+        const alice = await connectAs("alice-token-0123456789", era);
+        const bob = await connectAs("bob-token-0123456789", era);
         assertEquals(await listAndVerify(alice, dirOf("alice")), ["alice-private", "team-report"]);
         assertEquals(await listAndVerify(bob, dirOf("bob")), ["team-report"]);
         await assertRejects(() => bob.readResource({ uri: "skill://alice-private/SKILL.md" }));
@@ -167,15 +164,15 @@ Deno.test("serve --http serves each principal its own skills plus the shared one
         assertEquals(await search(bob), ["skill:team-report@1"]);
         if (era === "legacy") {
           const code = 'return (await searchTools("private report")).map((h) => h.name).sort();';
-          const inCode = await callRunTypescript(bob, code);
+          const inCode = await callRun(bob, "run_typescript", code);
           assertEquals(inCode.returnValue, ["skill:team-report@1"], JSON.stringify(inCode.error));
-          const alices = await callRunTypescript(alice, code);
+          const alices = await callRun(alice, "run_typescript", code);
           assertEquals(alices.returnValue, ["skill:alice-private@1", "skill:team-report@1"]);
         }
       }
     } finally {
       await Promise.all(clients.map((c) => c.close().catch(() => {})));
-      await server.stop();
+      await server.close();
     }
   });
 });

@@ -9,7 +9,10 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { callRunTypescript, connectHttp, MEMORY, npmServer, spawnHttpServe } from "./_helpers.ts";
+import { MEMORY } from "./_pins.ts";
+import { npmServer } from "./_env.ts";
+import { startHttpServer } from "./_http_server.ts";
+import { callRun, connect } from "./_client.ts";
 import { generateToken } from "../src/server/http_auth.ts";
 
 const DELETE = (name: string) => `
@@ -57,7 +60,7 @@ Deno.test("approvals over HTTP: 2025 sessions ask or take the pending path, boun
   const bob = generateToken();
   const tokensFile = join(dir, "tokens");
   await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
-  const server = await spawnHttpServe({
+  const server = await startHttpServer({
     settings: { http: { tokensFile } },
     upstream: { memory: npmServer(MEMORY, { env: { MEMORY_FILE_PATH: memoryFile } }) },
   });
@@ -66,15 +69,19 @@ Deno.test("approvals over HTTP: 2025 sessions ask or take the pending path, boun
   try {
     const asking = await legacyClient(server.url, alice, true);
     clients.push(asking);
-    assertEquals((await callRunTypescript(asking, CREATE(["A1", "B1", "M1"]))).returnValue, "ok");
-    assertEquals((await callRunTypescript(asking, DELETE("A1"))).returnValue, "deleted");
+    assertEquals(
+      (await callRun(asking, "run_typescript", CREATE(["A1", "B1", "M1"]))).returnValue,
+      "ok",
+    );
+    assertEquals((await callRun(asking, "run_typescript", DELETE("A1"))).returnValue, "deleted");
     assert(!(await memory()).includes('"name":"A1"'));
 
     const bobs = await legacyClient(server.url, bob, false);
     clients.push(bobs);
     const before = (await bobs.listTools()).tools.map((tool) => tool.name);
     assert(!before.includes("approve_pending_calls"), before.join());
-    const [type, message] = (await callRunTypescript(bobs, DELETE("B1"))).returnValue as string[];
+    const [type, message] = (await callRun(bobs, "run_typescript", DELETE("B1")))
+      .returnValue as string[];
     assertEquals(type, "ApprovalDenied");
     const names = (await bobs.listTools()).tools.map((tool) => tool.name);
     assert(names.includes("approve_pending_calls"), names.join());
@@ -84,7 +91,7 @@ Deno.test("approvals over HTTP: 2025 sessions ask or take the pending path, boun
     const alices = await legacyClient(server.url, alice, false);
     clients.push(alices);
     assertEquals(
-      ((await callRunTypescript(alices, DELETE("B1"))).returnValue as string[])[0],
+      ((await callRun(alices, "run_typescript", DELETE("B1"))).returnValue as string[])[0],
       "ApprovalDenied",
     );
     const stolen = await alices.callTool({ name: "approve_pending_calls", arguments: claim });
@@ -95,25 +102,25 @@ Deno.test("approvals over HTTP: 2025 sessions ask or take the pending path, boun
     assertEquals(approved.isError, false, JSON.stringify(approved.content));
     // Bob's approval is Bob's: Alice's identical call is still refused, and Bob's goes through.
     assertEquals(
-      ((await callRunTypescript(alices, DELETE("B1"))).returnValue as string[])[0],
+      ((await callRun(alices, "run_typescript", DELETE("B1"))).returnValue as string[])[0],
       "ApprovalDenied",
     );
     assertMatch(await memory(), /"name":"B1"/);
-    assertEquals((await callRunTypescript(bobs, DELETE("B1"))).returnValue, "deleted");
+    assertEquals((await callRun(bobs, "run_typescript", DELETE("B1"))).returnValue, "deleted");
     assert(!(await memory()).includes('"name":"B1"'));
 
-    const modern = await connectHttp(server.url, { era: "modern", token: alice });
+    const modern = await connect(server.url, { era: "modern", token: alice });
     clients.push(modern);
     const modernNames = (await modern.listTools()).tools.map((tool) => tool.name);
     assert(modernNames.includes("approve_pending_calls"), modernNames.join());
-    const [modernType, modernMessage] = (await callRunTypescript(modern, DELETE("M1")))
+    const [modernType, modernMessage] = (await callRun(modern, "run_typescript", DELETE("M1")))
       .returnValue as string[];
     assertEquals(modernType, "ApprovalDenied");
     assertMatch(modernMessage, /2026-07-28/);
     assertMatch(await memory(), /"name":"M1"/);
   } finally {
     for (const client of clients) await client.close().catch(() => {});
-    await server.stop();
+    await server.close();
     await Deno.remove(dir, { recursive: true });
   }
 });

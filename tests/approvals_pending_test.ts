@@ -15,7 +15,7 @@ import {
   memoryText,
   startApprovalServer,
 } from "./_approvals.ts";
-import { eventually } from "./_helpers.ts";
+import { eventually } from "./_proc.ts";
 
 const DELETE_ALICE = `
   try {

@@ -1,6 +1,8 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { EVERYTHING, npmServer, startServer } from "./_helpers.ts";
+import { EVERYTHING } from "./_pins.ts";
+import { npmServer } from "./_env.ts";
+import { startServer } from "./_stdio_server.ts";
 import { AuditLog } from "../src/policy/audit.ts";
 import { redactText } from "../src/redact.ts";
 import { sha256Hex } from "../src/_util.ts";

@@ -8,14 +8,10 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals } from "./_assert.ts";
-import {
-  eventually,
-  fixtureServer,
-  type ServerHarness,
-  serverPid,
-  startServer,
-} from "./_helpers.ts";
-import { residentMb } from "../bench/_common.ts";
+import { fixtureServer } from "./_env.ts";
+import { eventually } from "./_proc.ts";
+import { type ServerHarness, serverPid, startServer } from "./_stdio_server.ts";
+import { residentMb } from "../bench/_machine.ts";
 import { AUDIT_TOOL_CALLS_PER_RUN } from "../src/exec/run_audit.ts";
 import { MAX_TOOL_CALL_RECORDS } from "../src/exec/requests/tool_bridge.ts";
 

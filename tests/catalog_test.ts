@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { EVERYTHING } from "./_helpers.ts";
+import { EVERYTHING } from "./_pins.ts";
 import { type CatalogEntry, ToolCatalog } from "../src/upstream/catalog.ts";
 import { UpstreamPool } from "../src/upstream/pool.ts";
 import { createLogger } from "../src/log.ts";

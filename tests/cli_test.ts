@@ -1,14 +1,9 @@
 import { join } from "node:path";
 import { assertEquals, assertMatch } from "./_assert.ts";
-import {
-  type CommandRun,
-  describeRun as describe,
-  eventually,
-  ROOT,
-  runCommand,
-  sandboxDirs,
-  withTempDir,
-} from "./_helpers.ts";
+import { ROOT } from "./_env.ts";
+import { eventually, sandboxDirs } from "./_proc.ts";
+import { type CommandRun, describeRun as describe, runCommand } from "./_command.ts";
+import { withTempDir } from "./_fs.ts";
 
 /** How long a command may take before it is killed and the test fails. */
 const CLI_TIMEOUT_MS = 60_000;

@@ -14,17 +14,12 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals } from "./_assert.ts";
-import {
-  assertNoSandboxes,
-  type CommandRun,
-  CONFORMANCE,
-  describeRun,
-  homeEnv,
-  ROOT,
-  runCommand,
-  spawnHttpServe,
-  withTempDir,
-} from "./_helpers.ts";
+import { CONFORMANCE } from "./_pins.ts";
+import { homeEnv, ROOT } from "./_env.ts";
+import { assertNoSandboxes } from "./_proc.ts";
+import { type CommandRun, describeRun, runCommand } from "./_command.ts";
+import { withTempDir } from "./_fs.ts";
+import { startHttpServer } from "./_http_server.ts";
 
 type Revision = "2025-11-25" | "2026-07-28";
 
@@ -226,7 +221,7 @@ async function conform(revision: Revision): Promise<void> {
     }
     const scoring = await requirementSet(revision, env, tempDir);
 
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       tempDir,
       home,
       sharedCache: true,
@@ -249,7 +244,7 @@ async function conform(revision: Revision): Promise<void> {
         outDir,
       ], { cwd: tempDir, env, clearEnv: true, timeoutMs: SUITE_TIMEOUT_MS });
     } finally {
-      const status = await server.stop();
+      const status = await server.close();
       assert(status?.success, `serve --http did not exit cleanly:\n${server.stderr()}`);
     }
     await assertNoSandboxes(tempDir);

@@ -18,7 +18,11 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch, assertReturns, type RunResult } from "./_assert.ts";
-import { connectHttp, describeRun, MEMORY, ROOT, runCommand, withTempDir } from "./_helpers.ts";
+import { MEMORY } from "./_pins.ts";
+import { ROOT } from "./_env.ts";
+import { describeRun, runCommand } from "./_command.ts";
+import { withTempDir } from "./_fs.ts";
+import { connect } from "./_client.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
 import type { Client } from "@modelcontextprotocol/client";
 
@@ -263,7 +267,7 @@ async function checkContainer(t: Deno.TestContext, { name, url }: Container): Pr
     },
   );
 
-  const client = await connectHttp(url, { token: TOKEN });
+  const client = await connect(url, { token: TOKEN });
   try {
     await t.step("run_typescript", async () => {
       assertReturns(await callTool(client, "run_typescript", "return 6 * 7"), 42);

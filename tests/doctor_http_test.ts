@@ -7,15 +7,10 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import {
-  type CommandRun,
-  describeRun,
-  homeEnv,
-  ROOT,
-  runCommand,
-  spawnHttpServe,
-  withTempDir,
-} from "./_helpers.ts";
+import { homeEnv, ROOT } from "./_env.ts";
+import { type CommandRun, describeRun, runCommand } from "./_command.ts";
+import { withTempDir } from "./_fs.ts";
+import { startHttpServer } from "./_http_server.ts";
 
 const TOKEN = "doctor-test-token-0123456789abcdef";
 
@@ -81,7 +76,7 @@ Deno.test("doctor tells a running serve --http on the port from another program"
   await withTempDir("ce-doctor-http-", async (tempDir) => {
     const home = join(tempDir, "home");
     await Deno.mkdir(home);
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       tempDir,
       home,
       sharedCache: true,
@@ -100,7 +95,7 @@ Deno.test("doctor tells a running serve --http on the port from another program"
       );
       assert(!report.includes("problem:"), report);
     } finally {
-      const status = await server.stop();
+      const status = await server.close();
       assert(status?.success, server.stderr());
     }
   });

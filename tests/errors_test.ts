@@ -1,15 +1,17 @@
 /**
- * One error vocabulary: every `error.type` the code base can produce is in `ERROR_TYPES`, the
- * README's table is that table, and the same condition has the same type in TypeScript and
- * Python. In `src/` the compiler checks the types (`ErrorType`); the runners in `sandbox/`
- * import nothing of `src/`, so their types are checked here.
+ * One error vocabulary: every `error.type` the code base can produce is in `ERROR_TYPES`,
+ * docs/errors.md is generated from it and current, and the same condition has the same type in
+ * TypeScript and Python. In `src/` the compiler checks the types (`ErrorType`); the runners in
+ * `sandbox/` import nothing of `src/`, so their types are checked here.
  *
  * @module
  */
 import { join } from "node:path";
-import { assertEquals } from "./_assert.ts";
-import { ROOT, withExecutor } from "./_helpers.ts";
+import { assert, assertEquals } from "./_assert.ts";
+import { ROOT } from "./_env.ts";
+import { withExecutor } from "./_executor.ts";
 import { CodeExecutorError, ERROR_TYPES } from "../src/errors.ts";
+import { ERRORS_PAGE, errorsReference, staleMessage } from "../docs/generate.ts";
 
 /**
  * Error types the runners write as literals: `type: "X"` (TypeScript) and `"type": "X"` (Python),
@@ -45,20 +47,25 @@ Deno.test("every error type the sandbox runners produce is in ERROR_TYPES", asyn
   }
 });
 
-Deno.test("README's table of error types is ERROR_TYPES", async () => {
-  const readme = await Deno.readTextFile(join(ROOT, "README.md"));
-  const start = readme.indexOf("### Error types");
-  const section = readme.slice(start, readme.indexOf("\n## ", start));
-  const rows = section.split("\n").filter((line) => /^\| `[A-Za-z]+`/.test(line));
-  const table = Object.fromEntries(rows.map((row) => {
-    const [type, meaning, change] = row.split("|").slice(1, 4).map((cell) => cell.trim());
-    return [type.replaceAll("`", ""), { meaning, change }];
-  }));
-  // The table has no column for `origin`, which groups the reference page.
-  const described = Object.fromEntries(
-    Object.entries(ERROR_TYPES).map(([type, { meaning, change }]) => [type, { meaning, change }]),
-  );
-  assertEquals(table, described);
+Deno.test("docs/errors.md is what docs/generate.ts makes of ERROR_TYPES", async () => {
+  const page = await Deno.readTextFile(join(ROOT, ERRORS_PAGE.path));
+  assertEquals(await staleMessage(ERRORS_PAGE), undefined);
+  const missing = Object.keys(ERROR_TYPES).filter((type) => !page.includes(`**\`${type}\`**`));
+  assertEquals(missing, [], "error types without an entry in docs/errors.md");
+});
+
+Deno.test("errorsReference() groups the types by origin when the table names one", () => {
+  const entry = (origin?: string) => ({ meaning: "m", change: "c", ...(origin ? { origin } : {}) });
+  const flat = errorsReference({ A: entry(), B: entry() });
+  assertEquals(flat.includes("## "), false, flat);
+  const grouped = errorsReference({
+    A: entry("admission"),
+    B: entry("custom"),
+    C: entry("admission"),
+  });
+  const headings = [...grouped.matchAll(/^## (.+)$/gm)].map((match) => match[1]);
+  assertEquals(headings, ["Admission: before a run starts", "custom"]);
+  assert(grouped.indexOf("`C`") < grouped.indexOf("## custom"), "C is listed under admission");
 });
 
 Deno.test("CodeExecutorError keeps the error it wraps and renders itself", () => {

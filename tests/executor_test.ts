@@ -1,6 +1,8 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { withExecutor } from "./_helpers.ts";
+import { withExecutor } from "./_executor.ts";
+import { sandboxPids } from "./_proc.ts";
+import { createLogger } from "../src/log.ts";
 
 Deno.test("Executor.runTypescript() reports errors at the code's own line numbers", async () => {
   await withExecutor({}, async (executor) => {
@@ -206,4 +208,26 @@ Deno.test("Executor refuses executions beyond limits.executionsPerMinute with a 
     assertEquals(refused.error?.type, "RateLimitError");
     assertMatch(refused.error?.message ?? "", /limits\.executionsPerMinute\); retry in \d+ s/);
   });
+});
+
+Deno.test("Executor.runPython() right after start-up waits for a pooled child instead of booting a third", async () => {
+  const seen = new Set<number>();
+  await withExecutor({ python: { warmPool: 2 } }, async (executor, tempDir) => {
+    let watching = true;
+    const watch = (async () => {
+      while (watching) {
+        for (const pid of await sandboxPids(tempDir, ["py_host.ts"])) seen.add(pid);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    })();
+    try {
+      const result = await executor.runPython("1 + 1");
+      assertEquals([result.ok, result.returnValue], [true, 2]);
+    } finally {
+      watching = false;
+      await watch;
+    }
+  }, { log: createLogger("error") });
+  // The pool's two children only: the run took the first one to boot.
+  assert(seen.size <= 2, `${seen.size} Python children were started for one run and a pool of 2`);
 });

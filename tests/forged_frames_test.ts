@@ -9,7 +9,9 @@
  * @module
  */
 import { assert, assertEquals, assertMatch, describeResult as describe } from "./_assert.ts";
-import { eventually, fixtureServer, sandboxPids, startServer } from "./_helpers.ts";
+import { fixtureServer } from "./_env.ts";
+import { eventually, sandboxPids } from "./_proc.ts";
+import { startServer } from "./_stdio_server.ts";
 
 /**
  * Finds the runner's `nonce` in a heap snapshot of the child's own isolate, by the name of the

@@ -11,33 +11,24 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import {
-  callRunTypescript,
-  connectHttp,
-  describeRun,
-  eventually,
-  fixtureServer,
-  type HttpServe,
-  postInitialize,
-  ROOT,
-  runCommand,
-  serverEnv,
-  spawnHttpServe,
-  withTempDir,
-  writeSettings,
-} from "./_helpers.ts";
+import { fixtureServer, ROOT, serverEnv, writeSettings } from "./_env.ts";
+import { eventually } from "./_proc.ts";
+import { describeRun, runCommand } from "./_command.ts";
+import { withTempDir } from "./_fs.ts";
+import { type HttpServer, startHttpServer } from "./_http_server.ts";
+import { callRun, connect, postInitialize } from "./_client.ts";
 import { generateToken } from "../src/server/http_auth.ts";
 import { startRecordingUpstream } from "./fixtures/http_upstream.ts";
 
 /** The execution records of a server's audit log. */
-async function auditedPrincipals(server: HttpServe): Promise<string[]> {
+async function auditedPrincipals(server: HttpServer): Promise<string[]> {
   const text = await Deno.readTextFile(join(server.tempDir, "audit.jsonl")).catch(() => "");
   return text.split("\n").filter(Boolean).map((line) => JSON.parse(line))
     .filter((record) => record.kind === "execution").map((record) => record.principal);
 }
 
 /** Waits until the audit log holds `count` execution records and returns their principals. */
-async function waitForAudit(server: HttpServe, count: number): Promise<string[]> {
+async function waitForAudit(server: HttpServer, count: number): Promise<string[]> {
   await eventually(async () => (await auditedPrincipals(server)).length >= count, 10_000);
   return await auditedPrincipals(server);
 }
@@ -50,7 +41,7 @@ async function assertRefused(response: Response, why: string): Promise<void> {
 }
 
 /** Asserts that none of the tokens appears in the server's stderr or audit log. */
-async function assertNoTokenLeaked(server: HttpServe, tokens: string[]): Promise<void> {
+async function assertNoTokenLeaked(server: HttpServer, tokens: string[]): Promise<void> {
   const audit = await Deno.readTextFile(join(server.tempDir, "audit.jsonl")).catch(() => "");
   for (const token of tokens) {
     assert(!server.stderr().includes(token), "a token is in the server's stderr");
@@ -60,7 +51,7 @@ async function assertNoTokenLeaked(server: HttpServe, tokens: string[]): Promise
 
 Deno.test("serve --http with CODE_EXECUTOR_HTTP_TOKEN runs both eras as principal default and answers a missing or wrong token with 401 Bearer", async () => {
   const token = generateToken();
-  const server = await spawnHttpServe({ env: { CODE_EXECUTOR_HTTP_TOKEN: token } });
+  const server = await startHttpServer({ env: { CODE_EXECUTOR_HTTP_TOKEN: token } });
   try {
     assertMatch(server.stderr(), /auth: bearer/);
     await assertRefused(await postInitialize(server.url, "bearer-test"), "no Authorization header");
@@ -86,16 +77,16 @@ Deno.test("serve --http with CODE_EXECUTOR_HTTP_TOKEN runs both eras as principa
     assertEquals(ok.status, 200);
 
     for (const era of ["legacy", "modern"] as const) {
-      const client = await connectHttp(server.url, { era, token });
+      const client = await connect(server.url, { era, token });
       try {
-        const result = await callRunTypescript(client, "return 6 * 7");
+        const result = await callRun(client, "run_typescript", "return 6 * 7");
         assertEquals(result.returnValue, 42, `${era}: ${JSON.stringify(result)}`);
       } finally {
         await client.close();
       }
     }
     // A client without the token cannot even connect.
-    const refused = await connectHttp(server.url).then(
+    const refused = await connect(server.url).then(
       async (client) => {
         await client.close();
         return false;
@@ -103,13 +94,13 @@ Deno.test("serve --http with CODE_EXECUTOR_HTTP_TOKEN runs both eras as principa
       () => true,
     );
     assert(refused, "a client without the token connected");
-    // The initialize above opened no run; the two runs ran as "default".
-    assertEquals(await waitForAudit(server, 2), ["default", "default"]);
+    // The initialize above opened no run; the two runs ran as "default" (http:default).
+    assertEquals(await waitForAudit(server, 2), ["http:default", "http:default"]);
     await assertNoTokenLeaked(server, [token]);
     assertMatch(server.stderr(), /POST \/mcp 401 .*principal=-/);
-    assertMatch(server.stderr(), /POST \/mcp 200 .*principal=default/);
+    assertMatch(server.stderr(), /POST \/mcp 200 .*principal=http:default/);
   } finally {
-    await server.stop();
+    await server.close();
   }
 });
 
@@ -123,7 +114,7 @@ Deno.test("serve --http with http.tokensFile runs each token as its own principa
       `# principal token\n\nalice ${alice}\r\n  bob\t${bob}  \n`,
       { mode: 0o600 },
     );
-    const server = await spawnHttpServe({ settings: { http: { tokensFile } } });
+    const server = await startHttpServer({ settings: { http: { tokensFile } } });
     try {
       await assertRefused(
         await postInitialize(server.url, "bearer-test", `Bearer ${generateToken()}`),
@@ -134,20 +125,24 @@ Deno.test("serve --http with http.tokensFile runs each token as its own principa
         "a principal's name",
       );
       for (const [token, era] of [[alice, "legacy"], [bob, "modern"], [alice, "modern"]] as const) {
-        const client = await connectHttp(server.url, { era, token });
+        const client = await connect(server.url, { era, token });
         try {
-          const result = await callRunTypescript(client, "return 1");
+          const result = await callRun(client, "run_typescript", "return 1");
           assertEquals(result.returnValue, 1, JSON.stringify(result));
         } finally {
           await client.close();
         }
       }
-      assertEquals((await waitForAudit(server, 3)).sort(), ["alice", "alice", "bob"]);
-      assertMatch(server.stderr(), /principal=alice/);
-      assertMatch(server.stderr(), /principal=bob/);
+      assertEquals((await waitForAudit(server, 3)).sort(), [
+        "http:alice",
+        "http:alice",
+        "http:bob",
+      ]);
+      assertMatch(server.stderr(), /principal=http:alice/);
+      assertMatch(server.stderr(), /principal=http:bob/);
       await assertNoTokenLeaked(server, [alice, bob]);
     } finally {
-      await server.stop();
+      await server.close();
     }
   });
 });
@@ -156,7 +151,7 @@ Deno.test("serve --http in bearer mode passes CODE_EXECUTOR_HTTP_TOKEN to no ups
   const token = generateToken();
   const upstream = startRecordingUpstream();
   try {
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       env: { CODE_EXECUTOR_HTTP_TOKEN: token },
       upstream: {
         recorder: { type: "http", url: upstream.url.href },
@@ -164,11 +159,12 @@ Deno.test("serve --http in bearer mode passes CODE_EXECUTOR_HTTP_TOKEN to no ups
       },
     });
     try {
-      const client = await connectHttp(server.url, { token });
+      const client = await connect(server.url, { token });
       let pid = 0;
       try {
-        const result = await callRunTypescript(
+        const result = await callRun(
           client,
+          "run_typescript",
           `
           const remote = await callMCPTool("mcp__recorder__whoami", {});
           const pid = await callMCPTool("mcp__fixture__pid", {});
@@ -192,15 +188,16 @@ Deno.test("serve --http in bearer mode passes CODE_EXECUTOR_HTTP_TOKEN to no ups
       assertMatch(environ, /(^|\0)PATH=/);
       assert(!environ.includes(token), "the token is in a stdio upstream's environment");
       assert(!environ.includes("CODE_EXECUTOR_HTTP_TOKEN"), environ.replaceAll("\0", " "));
-      assert(upstream.requests.length > 0, "the HTTP upstream was never called");
-      for (const headers of upstream.requests) {
+      const requests = await upstream.requests();
+      assert(requests.length > 0, "the HTTP upstream was never called");
+      for (const { headers } of requests) {
         assertEquals(headers.authorization, undefined, JSON.stringify(headers));
         assert(!JSON.stringify(headers).includes(token), JSON.stringify(headers));
       }
-      assertEquals(await waitForAudit(server, 1), ["default"]);
+      assertEquals(await waitForAudit(server, 1), ["http:default"]);
       await assertNoTokenLeaked(server, [token]);
     } finally {
-      await server.stop();
+      await server.close();
     }
   } finally {
     await upstream.close();
@@ -307,17 +304,17 @@ Deno.test("setup --http-token prints a token and adds named ones to a 0600 token
     assertEquals(noFile.code, 2, describeRun(noFile));
     assertMatch(noFile.stderr, /pass --tokens-file PATH or set http.tokensFile/);
 
-    const server = await spawnHttpServe({ settings: { http: { tokensFile } } });
+    const server = await startHttpServer({ settings: { http: { tokensFile } } });
     try {
-      const client = await connectHttp(server.url, { token: bob.stdout.trim() });
+      const client = await connect(server.url, { token: bob.stdout.trim() });
       try {
-        assertEquals((await callRunTypescript(client, "return 'hi'")).returnValue, "hi");
+        assertEquals((await callRun(client, "run_typescript", "return 'hi'")).returnValue, "hi");
       } finally {
         await client.close();
       }
-      assertEquals(await waitForAudit(server, 1), ["bob"]);
+      assertEquals(await waitForAudit(server, 1), ["http:bob"]);
     } finally {
-      await server.stop();
+      await server.close();
     }
   });
 });

@@ -17,13 +17,10 @@ import {
   describeResult as describe,
   type RunResult,
 } from "./_assert.ts";
-import {
-  eventually,
-  httpClient,
-  initializeRequest,
-  startHttpServer,
-  withTempDir,
-} from "./_helpers.ts";
+import { eventually } from "./_proc.ts";
+import { withTempDir } from "./_fs.ts";
+import { startHttpServer } from "./_http_server.ts";
+import { connect, initializeRequest } from "./_client.ts";
 
 const RUNS = 16;
 const DRAIN_MS = 3_000;
@@ -78,7 +75,7 @@ Deno.test("serve --http drains on SIGTERM: runs that end in time complete, the o
     const clients: Client[] = [];
     try {
       for (let i = 0; i < 4; i++) {
-        clients.push(await httpClient(server.url, { era: i % 2 === 0 ? "legacy" : "modern" }));
+        clients.push(await connect(server.url, { era: i % 2 === 0 ? "legacy" : "modern" }));
       }
       const runs = Array.from({ length: RUNS }, (_, i) => {
         const short = i % 2 === 0;
@@ -127,9 +124,9 @@ Deno.test("serve --http drains on SIGTERM: runs that end in time complete, the o
 
       closed = true;
       const status = await server.close();
-      assertEquals(status.code, 0, server.stderr);
-      assertMatch(server.stderr, /shutting down \(SIGTERM\): draining 16 runs for up to 3000 ms/);
-      assertMatch(server.stderr, /stopping 8 runs still in flight after the drain/);
+      assertEquals(status.code, 0, server.stderr());
+      assertMatch(server.stderr(), /shutting down \(SIGTERM\): draining 16 runs for up to 3000 ms/);
+      assertMatch(server.stderr(), /stopping 8 runs still in flight after the drain/);
     } finally {
       await Promise.all(clients.map((client) => client.close()));
       if (!closed) await server.close();

@@ -8,20 +8,13 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch, assertReturns } from "./_assert.ts";
-import {
-  callRun,
-  describeRun,
-  eventually,
-  exitOrKill,
-  homeEnv,
-  httpClient,
-  ROOT,
-  runCommand,
-  sandboxPids,
-  serverEnv,
-  startHttpServer,
-  withTempDir,
-} from "./_helpers.ts";
+import { ROOT, serverEnv } from "./_env.ts";
+import { eventually, sandboxPids } from "./_proc.ts";
+import { describeRun, runCommand } from "./_command.ts";
+import { withTempDir } from "./_fs.ts";
+import { startHttpServer } from "./_http_server.ts";
+import { callRun, connect } from "./_client.ts";
+import { spawnRecordingUpstream } from "./fixtures/http_upstream.ts";
 import {
   INITIALIZE,
   junkKinds,
@@ -71,7 +64,7 @@ Deno.test("serve --http answers a body over http.maxBodyBytes with 413 and a bod
     settings: { http: { maxBodyBytes, bodyTimeoutMs: 1_000 } },
   });
   try {
-    const client = await httpClient(server.url, { era: "legacy" });
+    const client = await connect(server.url, { era: "legacy" });
     try {
       const sessionId = (client.transport as { sessionId?: string }).sessionId!;
       const big = "x".repeat(maxBodyBytes + 1);
@@ -139,7 +132,7 @@ Deno.test("serve --http answers 1,000 junk requests with a 4xx each and keeps se
     settings: { http: { maxBodyBytes } },
   });
   try {
-    const owner = await httpClient(server.url, { era: "legacy", token: TOKEN });
+    const owner = await connect(server.url, { era: "legacy", token: TOKEN });
     try {
       const sessionId = (owner.transport as { sessionId?: string }).sessionId!;
       const kinds = junkKinds(TOKEN, sessionId, maxBodyBytes);
@@ -161,7 +154,7 @@ Deno.test("serve --http answers 1,000 junk requests with a 4xx each and keeps se
       // The session the junk was sent into still works, and so do new clients of both eras.
       assertReturns(await callRun(owner, "run_typescript", "return 'owner'"), "owner");
       for (const era of ["legacy", "modern"] as const) {
-        const client = await httpClient(server.url, { era, token: TOKEN });
+        const client = await connect(server.url, { era, token: TOKEN });
         try {
           assertReturns(await callRun(client, "run_typescript", `return "${era}"`), era);
         } finally {
@@ -174,74 +167,28 @@ Deno.test("serve --http answers 1,000 junk requests with a 4xx each and keeps se
       await owner.close();
     }
     assert(
-      !/\] error: /.test(server.stderr),
-      server.stderr.split("\n").filter((l) => /\] error: /.test(l)).join("\n"),
+      !/\] error: /.test(server.stderr()),
+      server.stderr().split("\n").filter((l) => /\] error: /.test(l)).join("\n"),
     );
   } finally {
     await server.close();
   }
 });
 
-/** Starts the recording upstream fixture; its requests go to `headersFile`. */
-async function startRecordingUpstream(
-  home: string,
-  headersFile: string,
-): Promise<{ url: string; close(): Promise<void> }> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      "--config",
-      join(ROOT, "deno.json"),
-      join(ROOT, "tests", "fixtures", "http_upstream_fixture.ts"),
-    ],
-    cwd: home,
-    clearEnv: true,
-    env: { ...homeEnv(home), FIXTURE_HEADERS_FILE: headersFile },
-    stdin: "null",
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const close = async () => {
-    try {
-      child.kill("SIGTERM");
-    } catch {
-      // Already gone.
-    }
-    await exitOrKill(child, 5_000);
-  };
-  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let seen = "";
-  try {
-    while (!/listening on (\S+)\n/.test(seen)) {
-      const { value, done } = await lines.read();
-      if (done) throw new Error(`the recording upstream exited: ${seen}`);
-      seen += value;
-    }
-  } catch (error) {
-    await close();
-    throw error;
-  } finally {
-    lines.releaseLock();
-    await child.stdout.cancel().catch(() => {});
-  }
-  return { url: /listening on (\S+)\n/.exec(seen)![1], close };
-}
-
 Deno.test("serve --http never lets the bearer token out: not to the audit log, the debug log or an upstream server", async () => {
   await withTempDir("ce-http-token-", async (dir) => {
     const headersFile = join(dir, "upstream-requests.jsonl");
-    const upstream = await startRecordingUpstream(dir, headersFile);
+    const upstream = await spawnRecordingUpstream({ home: dir, headersFile });
     try {
       const server = await startHttpServer({
         env: { CODE_EXECUTOR_HTTP_TOKEN: TOKEN, CODE_EXECUTOR_LOG_LEVEL: "debug" },
-        upstream: { recorder: { type: "http", url: upstream.url } },
+        upstream: { recorder: { type: "http", url: upstream.url.href } },
       });
       let stderr = "";
       let audit = "";
       try {
         for (const era of ["legacy", "modern"] as const) {
-          const client = await httpClient(server.url, { era, token: TOKEN });
+          const client = await connect(server.url, { era, token: TOKEN });
           try {
             const ts = await callRun(
               client,
@@ -290,23 +237,21 @@ Deno.test("serve --http never lets the bearer token out: not to the audit log, t
         assert(audited, `expected 6 execution records:\n${audit}`);
       } finally {
         await server.close();
-        stderr = server.stderr;
+        stderr = server.stderr();
       }
       assert(!audit.includes(TOKEN), "the token is in the audit log");
       assertMatch(stderr, /\] debug: /);
-      assertMatch(stderr, /principal=default/);
+      assertMatch(stderr, /principal=http:default/);
       assert(
         !stderr.includes(TOKEN),
         stderr.split("\n").filter((l) => l.includes(TOKEN)).join("\n"),
       );
 
-      const requests = (await Deno.readTextFile(headersFile)).trim().split("\n").map((line) =>
-        JSON.parse(line) as { method: string; path: string; headers: Array<[string, string]> }
-      );
+      const requests = await upstream.requests();
       assert(requests.filter((r) => r.method === "POST").length >= 4, JSON.stringify(requests));
       for (const request of requests) {
         assert(!request.path.includes(TOKEN), `the token is in an upstream URL: ${request.path}`);
-        for (const [name, value] of request.headers) {
+        for (const [name, value] of Object.entries(request.headers)) {
           assert(name !== "authorization", `an upstream request carries ${name}: ${value}`);
           assert(!value.includes(TOKEN), `the token is in an upstream header ${name}`);
         }
@@ -344,7 +289,7 @@ Deno.test("serve --http refuses to listen on 0.0.0.0 without auth and names CODE
     env: { CODE_EXECUTOR_HTTP_TOKEN: TOKEN },
   });
   try {
-    assertMatch(server.stderr, /\(auth: bearer\)/);
+    assertMatch(server.stderr(), /\(auth: bearer\)/);
     const health = await fetch(`http://127.0.0.1:${server.url.port}/healthz`);
     assertEquals(health.status, 200);
     await health.body?.cancel();
@@ -360,7 +305,7 @@ Deno.test("serve --http counts open event streams against http.maxRequests, and 
   try {
     // A 2025-era client holds its GET stream open, and each tool call's answer is a stream that
     // stays open for the whole run: three requests in flight.
-    const client = await httpClient(server.url, { era: "legacy" });
+    const client = await connect(server.url, { era: "legacy" });
     const abort = new AbortController();
     try {
       const calls = [1, 2].map(() =>
@@ -374,7 +319,7 @@ Deno.test("serve --http counts open event streams against http.maxRequests, and 
       );
       assert(running, "the two runs did not start");
 
-      const late = await httpClient(server.url, { era: "legacy" }).then(
+      const late = await connect(server.url, { era: "legacy" }).then(
         async (other) => {
           await other.close();
           return "connected";
@@ -413,7 +358,7 @@ Deno.test("serve --http counts open event streams against http.maxRequests, and 
       // Their streams have closed: there is room again.
       const room = await eventually(
         () =>
-          httpClient(server.url, { era: "modern" }).then(async (late) => {
+          connect(server.url, { era: "modern" }).then(async (late) => {
             await late.close();
             return true;
           }, () => false),

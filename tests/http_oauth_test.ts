@@ -17,21 +17,12 @@ import { ClientCredentialsProvider } from "@modelcontextprotocol/client";
 import { exportSPKI, SignJWT, UnsecuredJWT } from "jose";
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import {
-  callRunTypescript,
-  connectHttp,
-  describeRun,
-  eventually,
-  fixtureServer,
-  type HttpServe,
-  postInitialize,
-  ROOT,
-  runCommand,
-  serverEnv,
-  spawnHttpServe,
-  withTempDir,
-  writeSettings,
-} from "./_helpers.ts";
+import { fixtureServer, ROOT, serverEnv, writeSettings } from "./_env.ts";
+import { eventually } from "./_proc.ts";
+import { describeRun, runCommand } from "./_command.ts";
+import { withTempDir } from "./_fs.ts";
+import { type HttpServer, startHttpServer } from "./_http_server.ts";
+import { callRun, connect, postInitialize } from "./_client.ts";
 import {
   type AuthorizationServer,
   CLIENT_ID,
@@ -52,7 +43,7 @@ function metadataUrl(url: URL): string {
  * in the description.
  */
 async function assertRefused(
-  server: HttpServe,
+  server: HttpServer,
   token: string | undefined,
   expected: { status: 401 | 403; error: string; reason?: RegExp },
   what: string,
@@ -71,7 +62,7 @@ async function assertRefused(
 }
 
 /** Expects the token to be accepted (an `initialize` answered 200). */
-async function assertAccepted(server: HttpServe, token: string, what: string): Promise<void> {
+async function assertAccepted(server: HttpServer, token: string, what: string): Promise<void> {
   const response = await postInitialize(server.url, "oauth-test", `Bearer ${token}`);
   const body = await response.text();
   assertEquals(response.status, 200, `${what}: ${body}`);
@@ -93,10 +84,10 @@ async function withAuthorizationServer(
 async function withOAuthServer(
   as: AuthorizationServer,
   oauth: Record<string, unknown>,
-  body: (server: HttpServe) => Promise<void>,
+  body: (server: HttpServer) => Promise<void>,
   options: { upstream?: Record<string, unknown> } = {},
 ): Promise<void> {
-  const server = await spawnHttpServe({
+  const server = await startHttpServer({
     settings: { http: { oauth: { issuer: as.issuer, ...oauth } } },
     upstream: options.upstream,
   });
@@ -104,7 +95,7 @@ async function withOAuthServer(
     assertMatch(server.stderr(), /auth: oauth/);
     await body(server);
   } finally {
-    await server.stop();
+    await server.close();
   }
 }
 
@@ -254,9 +245,9 @@ Deno.test("serve --http with OAuth runs code in both eras with a token from the 
     await withOAuthServer(as, {}, async (server) => {
       const token = await as.token(server.url.href);
       for (const era of ["legacy", "modern"] as const) {
-        const client = await connectHttp(server.url, { era, token });
+        const client = await connect(server.url, { era, token });
         try {
-          const result = await callRunTypescript(client, "return 6 * 7");
+          const result = await callRun(client, "run_typescript", "return 6 * 7");
           assertEquals(result.returnValue, 42, `${era}: ${JSON.stringify(result)}`);
         } finally {
           await client.close();
@@ -268,9 +259,9 @@ Deno.test("serve --http with OAuth runs code in both eras with a token from the 
           .map((line) => JSON.parse(line)).filter((r) => r.kind === "execution")
           .map((r) => r.principal);
       await eventually(async () => (await principals()).length === 2, 10_000);
-      assertEquals(await principals(), [CLIENT_ID, CLIENT_ID]);
+      assertEquals(await principals(), [`http:${CLIENT_ID}`, `http:${CLIENT_ID}`]);
       assert(!(await Deno.readTextFile(audit)).includes(token), "the token is in the audit log");
-      assertMatch(server.stderr(), new RegExp(`POST /mcp 200 .*principal=${CLIENT_ID}`));
+      assertMatch(server.stderr(), new RegExp(`POST /mcp 200 .*principal=http:${CLIENT_ID}`));
       assert(!server.stderr().includes(token), "the token is in the server's stderr");
     });
   });
@@ -287,9 +278,9 @@ Deno.test("the SDK's ClientCredentialsProvider finds the authorization server fr
           clientSecret: CLIENT_SECRET,
           expectedIssuer: as.issuer,
         });
-        const client = await connectHttp(server.url, { era, authProvider: provider });
+        const client = await connect(server.url, { era, authProvider: provider });
         try {
-          const result = await callRunTypescript(client, "return 'via discovery'");
+          const result = await callRun(client, "run_typescript", "return 'via discovery'");
           assertEquals(result.returnValue, "via discovery", `${era}: ${JSON.stringify(result)}`);
         } finally {
           await client.close();
@@ -333,11 +324,12 @@ Deno.test("serve --http with OAuth passes the access token to no upstream server
       await withOAuthServer(as, {}, async (server) => {
         const token = await as.token(server.url.href);
         const signature = token.split(".")[2];
-        const client = await connectHttp(server.url, { token });
+        const client = await connect(server.url, { token });
         let fixturePid = 0;
         try {
-          const result = await callRunTypescript(
+          const result = await callRun(
             client,
+            "run_typescript",
             `
             const remote = await callMCPTool("mcp__recorder__whoami", {});
             const pid = await callMCPTool("mcp__fixture__pid", {});
@@ -383,8 +375,9 @@ Deno.test("serve --http with OAuth passes the access token to no upstream server
         assert(environ.length > 0, "the fixture's environment is empty");
         assert(!environ.includes(signature), "the token is in a stdio upstream's environment");
         // The HTTP upstream was called, without the caller's token or any Authorization.
-        assert(upstream.requests.length > 0, "the HTTP upstream was never called");
-        for (const headers of upstream.requests) {
+        const requests = await upstream.requests();
+        assert(requests.length > 0, "the HTTP upstream was never called");
+        for (const { headers } of requests) {
           assertEquals(headers.authorization, undefined, JSON.stringify(headers));
           assert(!JSON.stringify(headers).includes(signature), JSON.stringify(headers));
         }

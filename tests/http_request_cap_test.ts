@@ -7,7 +7,10 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { eventually, spawnHttpServe, withTempDir, writeSettings } from "./_helpers.ts";
+import { writeSettings } from "./_env.ts";
+import { eventually } from "./_proc.ts";
+import { withTempDir } from "./_fs.ts";
+import { startHttpServer } from "./_http_server.ts";
 
 const ACCEPT = {
   "content-type": "application/json",
@@ -79,7 +82,7 @@ Deno.test("an open SSE stream counts against http.maxRequests until the client d
     const home = join(tempDir, "home");
     await Deno.mkdir(home);
     const config = await writeSettings(tempDir, { http: { maxRequests: 2 } });
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       tempDir,
       home,
       sharedCache: true,
@@ -108,7 +111,7 @@ Deno.test("an open SSE stream counts against http.maxRequests until the client d
       }, 10_000);
       assert(served, `still refused after the streams closed: ${last.status} ${last.text}`);
     } finally {
-      const status = await server.stop();
+      const status = await server.close();
       assert(status?.success, server.stderr());
     }
   });

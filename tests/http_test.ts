@@ -16,19 +16,12 @@ import {
   describeResult as describe,
   type RunResult,
 } from "./_assert.ts";
-import {
-  callRun,
-  eventually,
-  EVERYTHING,
-  fixtureServer,
-  httpClient,
-  MEMORY,
-  npmServer,
-  sandboxPids,
-  startHttpServer,
-  waitForExit,
-  withTempDir,
-} from "./_helpers.ts";
+import { EVERYTHING, MEMORY } from "./_pins.ts";
+import { fixtureServer, npmServer } from "./_env.ts";
+import { eventually, sandboxPids, waitForExit } from "./_proc.ts";
+import { withTempDir } from "./_fs.ts";
+import { startHttpServer } from "./_http_server.ts";
+import { callRun, connect } from "./_client.ts";
 
 const ERAS = ["legacy", "modern"] as const;
 
@@ -49,7 +42,7 @@ Deno.test("serve --http: both eras list the tools, search them and run TypeScrip
     });
     try {
       for (const era of ERAS) {
-        const client = await httpClient(server.url, { era });
+        const client = await connect(server.url, { era });
         try {
           await t.step(`${era}: tools/list offers the three tools`, async () => {
             const { tools } = await client.listTools();
@@ -119,7 +112,7 @@ Deno.test("serve --http: a 2025-era session answers llm.ask() through sampling a
   const sampled: string[] = [];
   const asked: string[] = [];
   try {
-    const client = await httpClient(server.url, {
+    const client = await connect(server.url, {
       era: "legacy",
       capabilities: { sampling: {}, elicitation: { form: {} } },
       setup(client: Client) {
@@ -215,7 +208,7 @@ Deno.test("serve --http: a client that goes away cancels its run and the sandbox
   const server = await startHttpServer({ settings: { sandbox: { warmPool: 0 } } });
   try {
     await t.step("modern: aborting the request closes its stream", async () => {
-      const client = await httpClient(server.url, { era: "modern" });
+      const client = await connect(server.url, { era: "modern" });
       try {
         const abort = new AbortController();
         const { pid, call } = await startSpinning(client, server.tempDir, abort.signal);
@@ -227,7 +220,7 @@ Deno.test("serve --http: a client that goes away cancels its run and the sandbox
         );
         assert(
           await waitForExit(pid, KILLED_WITHIN_MS),
-          `sandbox child ${pid} still runs; server log:\n${server.stderr.slice(-3000)}`,
+          `sandbox child ${pid} still runs; server log:\n${server.stderr().slice(-3000)}`,
         );
         assertReturns(await callRun(client, "run_typescript", "return 1"), 1);
       } finally {
@@ -236,7 +229,7 @@ Deno.test("serve --http: a client that goes away cancels its run and the sandbox
     });
 
     await t.step("legacy: aborting the request (notifications/cancelled)", async () => {
-      const client = await httpClient(server.url, { era: "legacy" });
+      const client = await connect(server.url, { era: "legacy" });
       try {
         const abort = new AbortController();
         const { pid, call } = await startSpinning(client, server.tempDir, abort.signal);
@@ -248,7 +241,7 @@ Deno.test("serve --http: a client that goes away cancels its run and the sandbox
         );
         assert(
           await waitForExit(pid, KILLED_WITHIN_MS),
-          `sandbox child ${pid} still runs; server log:\n${server.stderr.slice(-3000)}`,
+          `sandbox child ${pid} still runs; server log:\n${server.stderr().slice(-3000)}`,
         );
         assertReturns(await callRun(client, "run_typescript", "return 2"), 2);
       } finally {
@@ -257,18 +250,18 @@ Deno.test("serve --http: a client that goes away cancels its run and the sandbox
     });
 
     await t.step("legacy: closing the transport drops the call's stream", async () => {
-      const client = await httpClient(server.url, { era: "legacy" });
+      const client = await connect(server.url, { era: "legacy" });
       const { pid, call } = await startSpinning(client, server.tempDir);
       await client.close();
       await call;
       assert(
         await waitForExit(pid, KILLED_WITHIN_MS),
-        `sandbox child ${pid} still runs; server log:\n${server.stderr.slice(-3000)}`,
+        `sandbox child ${pid} still runs; server log:\n${server.stderr().slice(-3000)}`,
       );
     });
 
     await t.step("the server keeps serving new sessions", async () => {
-      const client = await httpClient(server.url, { era: "legacy" });
+      const client = await connect(server.url, { era: "legacy" });
       try {
         assertReturns(await callRun(client, "run_typescript", "return 3"), 3);
       } finally {
@@ -303,9 +296,9 @@ Deno.test("serve --http: a principal cannot use another principal's Python sessi
     await Deno.chmod(tokensFile, 0o600);
     const server = await startHttpServer({ settings: { http: { tokensFile } } });
     try {
-      const alice = await httpClient(server.url, { era: "legacy", token: ALICE });
-      const aliceModern = await httpClient(server.url, { era: "modern", token: ALICE });
-      const bob = await httpClient(server.url, { era: "legacy", token: BOB });
+      const alice = await connect(server.url, { era: "legacy", token: ALICE });
+      const aliceModern = await connect(server.url, { era: "modern", token: ALICE });
+      const bob = await connect(server.url, { era: "legacy", token: BOB });
       try {
         assertReturns(await callRun(alice, "run_python", "x = 41\nx", { session: "s" }), 41);
         assertReturns(await callRun(aliceModern, "run_python", "x + 1", { session: "s" }), 42);
@@ -346,11 +339,11 @@ Deno.test("serve --http: a principal cannot use another principal's Python sessi
       }, 10_000);
       assert(recorded, `expected 5 execution records: ${JSON.stringify(lines)}`);
       assertEquals(lines.map((l) => [l.principal, l.session, l.outcome]), [
-        ["alice", "s", "ok"],
-        ["alice", "s", "ok"],
-        ["bob", "s", "error"],
-        ["bob", "s", "ok"],
-        ["alice", "s", "ok"],
+        ["http:alice", "s", "ok"],
+        ["http:alice", "s", "ok"],
+        ["http:bob", "s", "error"],
+        ["http:bob", "s", "ok"],
+        ["http:alice", "s", "ok"],
       ]);
       const raw = await Deno.readTextFile(server.auditPath);
       assert(!raw.includes(ALICE) && !raw.includes(BOB), "a token is in the audit log");

@@ -14,17 +14,12 @@
  */
 import { assert, assertEquals } from "./_assert.ts";
 import { join } from "node:path";
-import {
-  type CommandRun,
-  describeRun,
-  eventually,
-  INSPECTOR,
-  ROOT,
-  runCommand,
-  sandboxDirs,
-  spawnHttpServe,
-  withTempDir,
-} from "./_helpers.ts";
+import { INSPECTOR } from "./_pins.ts";
+import { ROOT } from "./_env.ts";
+import { eventually, sandboxDirs } from "./_proc.ts";
+import { type CommandRun, describeRun, runCommand } from "./_command.ts";
+import { withTempDir } from "./_fs.ts";
+import { startHttpServer } from "./_http_server.ts";
 import { generateToken } from "../src/server/http_auth.ts";
 
 /** Generous: the first run may download the Inspector and its dependencies from npm. */
@@ -167,7 +162,7 @@ function inspectHttp(home: string, url: URL, args: string[]): Promise<CommandRun
 
 Deno.test("MCP Inspector CLI lists and calls tools over HTTP with a bearer token, and is refused without it", async () => {
   const token = generateToken();
-  const server = await spawnHttpServe({ env: { CODE_EXECUTOR_HTTP_TOKEN: token } });
+  const server = await startHttpServer({ env: { CODE_EXECUTOR_HTTP_TOKEN: token } });
   try {
     await withTempDir("ce-inspector-home-", async (home) => {
       const header = ["--header", `Authorization: Bearer ${token}`];
@@ -212,6 +207,6 @@ Deno.test("MCP Inspector CLI lists and calls tools over HTTP with a bearer token
     });
     assert(!server.stderr().includes(token), "the token is in the server's stderr");
   } finally {
-    await server.stop();
+    await server.close();
   }
 });

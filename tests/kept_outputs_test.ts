@@ -9,14 +9,10 @@
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/client";
 import { assert, assertEquals, assertMatch, describeResult, type RunResult } from "./_assert.ts";
-import {
-  callRun,
-  connectHttp,
-  type ServerHarness,
-  spawnHttpServe,
-  startServer,
-  withTempDir,
-} from "./_helpers.ts";
+import { withTempDir } from "./_fs.ts";
+import { type ServerHarness, startServer } from "./_stdio_server.ts";
+import { startHttpServer } from "./_http_server.ts";
+import { callRun, connect } from "./_client.ts";
 import { OutputBudget, OutputCapture } from "../src/exec/child/frames.ts";
 import { keepParts, type KeptOutput, OutputStore, RunOutputs } from "../src/exec/output_store.ts";
 
@@ -302,14 +298,14 @@ Deno.test("serve --http: a kept output is read by its principal only (resources/
     const tokensFile = join(dir, "tokens");
     await Deno.writeTextFile(tokensFile, `alice ${ALICE}\nbob ${BOB}\n`, { mode: 0o600 });
     await Deno.chmod(tokensFile, 0o600);
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       settings: { http: { tokensFile }, limits: { maxOutputBytes: MAX_OUTPUT_BYTES } },
     });
     const clients: Client[] = [];
     try {
-      const alice = await connectHttp(server.url, { era: "modern", token: ALICE });
+      const alice = await connect(server.url, { era: "modern", token: ALICE });
       clients.push(alice);
-      const bob = await connectHttp(server.url, { era: "legacy", token: BOB });
+      const bob = await connect(server.url, { era: "legacy", token: BOB });
       clients.push(bob);
       const { raw, result } = await callTool(
         alice,
@@ -347,11 +343,11 @@ Deno.test("serve --http: a kept output is read by its principal only (resources/
       const audit = (await Deno.readTextFile(join(server.tempDir, "audit.jsonl"))).split("\n")
         .filter(Boolean).map((line) => JSON.parse(line));
       const keptBy = audit.filter((r) => r.keptOutputs).map((r) => [r.principal, r.keptOutputs]);
-      assertEquals(keptBy, [["alice", [{ id, part: "stdout", bytes: MB20 + 1 }]]]);
+      assertEquals(keptBy, [["http:alice", [{ id, part: "stdout", bytes: MB20 + 1 }]]]);
     } finally {
       await Promise.all(clients.map((client) => client.close().catch(() => {})));
       // SIGTERM drains and exits cleanly with outputs kept (Executor.close() drops them).
-      const status = await server.stop();
+      const status = await server.close();
       assert(status?.success, server.stderr());
     }
   });

@@ -1,7 +1,9 @@
 import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { assert, assertEquals } from "./_assert.ts";
-import { eventually, ROOT, sandboxDirs, sandboxPids, startServer } from "./_helpers.ts";
+import { ROOT } from "./_env.ts";
+import { eventually, sandboxDirs, sandboxPids } from "./_proc.ts";
+import { startServer } from "./_stdio_server.ts";
 
 Deno.test("run_typescript is killed when the client cancels the call", async () => {
   const server = await startServer({ env: { CODE_EXECUTOR_WARM_POOL: "0" } });

@@ -18,8 +18,9 @@
  */
 import type { Client } from "@modelcontextprotocol/client";
 import { assert, assertEquals } from "./_assert.ts";
-import { eventually, sandboxDirs, sandboxPids, serverPid } from "./_helpers.ts";
-import { residentMb } from "../bench/_common.ts";
+import { eventually, sandboxDirs, sandboxPids } from "./_proc.ts";
+import { serverPid } from "./_stdio_server.ts";
+import { residentMb } from "../bench/_machine.ts";
 import {
   CALLS_PER_EXECUTION,
   type LoadJob,

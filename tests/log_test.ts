@@ -6,16 +6,10 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import {
-  describeRun,
-  fixtureServer,
-  initializeRequest,
-  ROOT,
-  runCommand,
-  serverEnv,
-  withTempDir,
-  writeMcpConfig,
-} from "./_helpers.ts";
+import { fixtureServer, ROOT, serverEnv, writeMcpConfig } from "./_env.ts";
+import { describeRun, runCommand } from "./_command.ts";
+import { withTempDir } from "./_fs.ts";
+import { initializeRequest } from "./_client.ts";
 
 const NOISE_LINES = 20_000;
 

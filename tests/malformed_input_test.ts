@@ -9,14 +9,10 @@
  * @module
  */
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import {
-  assertNoSandboxes,
-  exitOrKill,
-  initializeRequest,
-  type RawServe,
-  spawnServe,
-  writeSettings,
-} from "./_helpers.ts";
+import { writeSettings } from "./_env.ts";
+import { assertNoSandboxes, exitOrKill } from "./_proc.ts";
+import { type RawServe, spawnServe } from "./_stdio_server.ts";
+import { initializeRequest } from "./_client.ts";
 
 const MiB = 1024 * 1024;
 const encoder = new TextEncoder();

@@ -9,16 +9,11 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import {
-  callRun,
-  eventually,
-  fixtureServer,
-  httpClient,
-  MEMORY,
-  npmServer,
-  sandboxPids,
-  spawnHttpServe,
-} from "./_helpers.ts";
+import { MEMORY } from "./_pins.ts";
+import { fixtureServer, npmServer } from "./_env.ts";
+import { eventually, sandboxPids } from "./_proc.ts";
+import { startHttpServer } from "./_http_server.ts";
+import { callRun, connect } from "./_client.ts";
 import { generateToken } from "../src/server/http_auth.ts";
 
 type Round = {
@@ -38,7 +33,7 @@ Deno.test("2026-era clients over HTTP: approvals, llm.ask and askUser through in
   const bob = generateToken();
   const tokensFile = join(dir, "tokens");
   await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
-  const server = await spawnHttpServe({
+  const server = await startHttpServer({
     settings: {
       http: { tokensFile },
       approvals: { require: ["mcp__fixture__rec*"] },
@@ -55,7 +50,7 @@ Deno.test("2026-era clients over HTTP: approvals, llm.ask and askUser through in
   let decision = "approve";
   const asked: string[] = [];
   try {
-    const auto = await httpClient(server.url, {
+    const auto = await connect(server.url, {
       era: "modern",
       token: alice,
       capabilities: { sampling: {}, elicitation: { form: {} } },
@@ -172,7 +167,7 @@ Deno.test("2026-era clients over HTTP: approvals, llm.ask and askUser through in
     assertEquals((await calls()).length, 4);
   } finally {
     for (const client of clients) await client.close().catch(() => {});
-    await server.stop();
+    await server.close();
     await Deno.remove(dir, { recursive: true });
   }
 });
@@ -183,7 +178,7 @@ Deno.test("replicas: a retry that reaches another replica is refused naming both
   await Deno.writeTextFile(callLog, "");
   const key = "k".repeat(16) + crypto.randomUUID();
   const replica = (name: string) =>
-    spawnHttpServe({
+    startHttpServer({
       env: { CODE_EXECUTOR_APPROVALS_STATE_KEY: key },
       settings: {
         http: { replicaId: name },
@@ -251,7 +246,7 @@ Deno.test("replicas: a retry that reaches another replica is refused naming both
     );
   } finally {
     for (const client of clients) await client.close().catch(() => {});
-    for (const server of servers) await server.stop();
+    for (const server of servers) await server.close();
     await Deno.remove(dir, { recursive: true });
   }
 });

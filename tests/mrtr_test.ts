@@ -17,7 +17,7 @@ import {
   memoryText,
   startApprovalServer,
 } from "./_approvals.ts";
-import { eventually, processStat, sandboxPids } from "./_helpers.ts";
+import { eventually, processStat, sandboxPids } from "./_proc.ts";
 
 const MODERN = { versionNegotiation: { mode: "auto" as const } };
 
@@ -229,12 +229,16 @@ Deno.test("requestState over stdio: tampered, replayed and expired state is refu
     assertEquals(await calls(server), [], "no refused retry resumed the run");
     assertEquals(await stopped(), 1, "the parked child still waits");
 
-    // A retry without the answer is asked again (a new round, a new state), as the spec advises.
+    // A retry without the answer is refused, and restarts no timeout (issue 23: empty retries
+    // kept a run parked for ever); the state still takes a retry with the answer.
     const again = await call(CODE, { inputResponses: {}, requestState: state });
-    assertEquals(again.resultType, "input_required", JSON.stringify(again));
-    assertEquals(Object.keys(again.inputRequests!), [key]);
-    assert(again.requestState !== state);
-    const done = await call(CODE, { ...approve(again), requestState: again.requestState });
+    assertEquals(
+      again.structuredContent?.error?.type,
+      "RequestStateRefused",
+      JSON.stringify(again),
+    );
+    assertMatch(again.structuredContent!.error!.message, new RegExp(`answers none .*\\(${key}\\)`));
+    const done = await call(CODE, { ...approve(first), requestState: state });
     assertEquals(done.structuredContent?.returnValue, 42, JSON.stringify(done));
     assertEquals((await calls(server)).length, 1);
 

@@ -12,15 +12,11 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch, assertReturns, type RunResult } from "./_assert.ts";
-import {
-  connectHttp,
-  denoDir,
-  describeRun,
-  ROOT,
-  runCommand,
-  spawnHttpServe,
-  withTempDir,
-} from "./_helpers.ts";
+import { denoDir, ROOT } from "./_env.ts";
+import { describeRun, runCommand } from "./_command.ts";
+import { withTempDir } from "./_fs.ts";
+import { startHttpServer } from "./_http_server.ts";
+import { connect } from "./_client.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
 
 const IS_ROOT = Deno.uid() === 0;
@@ -102,14 +98,14 @@ Deno.test("prepare fills a cache readable by every user, and a server with it re
 
     const locked = await readOnly(cache);
     try {
-      const server = await spawnHttpServe({
+      const server = await startHttpServer({
         home: join(dir, "home"),
         env: { XDG_CACHE_HOME: cache },
         wrapper: locked.wrapper,
       });
       let stopped = false;
       try {
-        const client = await connectHttp(server.url);
+        const client = await connect(server.url);
         try {
           // The warm pool is off (serverEnv): this run boots its own child.
           const started = performance.now();
@@ -128,9 +124,9 @@ Deno.test("prepare fills a cache readable by every user, and a server with it re
           await client.close();
         }
         stopped = true;
-        assertEquals((await server.stop())?.code, 0, server.stderr());
+        assertEquals((await server.close())?.code, 0, server.stderr());
       } finally {
-        if (!stopped) await server.stop().catch(() => {});
+        if (!stopped) await server.close().catch(() => {});
       }
       // A snapshot the server could not use, or one it tried to build, is warned about.
       const log = server.stderr();

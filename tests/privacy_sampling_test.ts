@@ -5,7 +5,7 @@
  * @module
  */
 import { assert, assertEquals } from "./_assert.ts";
-import { type ServerHarness, startServer } from "./_helpers.ts";
+import { type ServerHarness, startServer } from "./_stdio_server.ts";
 
 type SamplingParams = {
   messages: Array<{ role: string; content: { type: string; text?: string } }>;

@@ -8,7 +8,7 @@
  * @module
  */
 import { assert, assertEquals } from "./_assert.ts";
-import { type ServerHarness, startServer } from "./_helpers.ts";
+import { type ServerHarness, startServer } from "./_stdio_server.ts";
 import { PersonalDataDetector } from "../src/privacy/detect.ts";
 import { RunTokenizer } from "../src/privacy/tokenizer.ts";
 import { PlaceholderVault } from "../src/privacy/vault.ts";

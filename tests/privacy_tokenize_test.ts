@@ -8,15 +8,12 @@
 import type { Client } from "@modelcontextprotocol/client";
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import {
-  callRunTypescript,
-  connectHttp,
-  MEMORY,
-  npmServer,
-  spawnHttpServe,
-  startServer,
-  withTempDir,
-} from "./_helpers.ts";
+import { MEMORY } from "./_pins.ts";
+import { npmServer } from "./_env.ts";
+import { withTempDir } from "./_fs.ts";
+import { startServer } from "./_stdio_server.ts";
+import { startHttpServer } from "./_http_server.ts";
+import { callRun, connect } from "./_client.ts";
 import { generateToken } from "../src/server/http_auth.ts";
 
 const CUSTOMERS = [
@@ -212,18 +209,18 @@ Deno.test("privacy.tokenize over HTTP: another principal cannot use a placeholde
     const tokensFile = join(dir, "tokens");
     await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
     const ttlMs = 3000;
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       settings: { ...SETTINGS, privacy: { tokenize: true, ttlMs }, http: { tokensFile } },
       upstream: { memory: npmServer(MEMORY, { env: { MEMORY_FILE_PATH: memoryFile } }) },
     });
     const clients: Client[] = [];
     try {
-      const alices = await connectHttp(server.url, { token: alice });
+      const alices = await connect(server.url, { token: alice });
       clients.push(alices);
-      const bobs = await connectHttp(server.url, { token: bob });
+      const bobs = await connect(server.url, { token: bob });
       clients.push(bobs);
-      assertEquals((await callRunTypescript(alices, SEED)).error, undefined);
-      const read = await callRunTypescript(alices, PRINT_CUSTOMERS);
+      assertEquals((await callRun(alices, "run_typescript", SEED)).error, undefined);
+      const read = await callRun(alices, "run_typescript", PRINT_CUSTOMERS);
       assertNoPersonalData(read.stdout);
       const email = placeholderOf(read.stdout, "Customer Jane", "email");
       const store = (placeholder: string) =>
@@ -231,22 +228,22 @@ Deno.test("privacy.tokenize over HTTP: another principal cannot use a placeholde
           { entityName: "Customer Jane", contents: ["mail ${placeholder} again"] },
         ] }); return "stored";`;
 
-      const stolen = await callRunTypescript(bobs, store(email));
+      const stolen = await callRun(bobs, "run_typescript", store(email));
       assertEquals(stolen.error?.type, "PlaceholderError", JSON.stringify(stolen));
       assert(!(await Deno.readTextFile(memoryFile)).includes("again"));
 
       const started = Date.now();
-      assertEquals((await callRunTypescript(alices, store(email))).returnValue, "stored");
+      assertEquals((await callRun(alices, "run_typescript", store(email))).returnValue, "stored");
       assert((await Deno.readTextFile(memoryFile)).includes(`mail ${CUSTOMERS[0].email} again`));
 
       // The last use was just now: wait out the time to live, then the placeholder is refused.
       await new Promise((resolve) => setTimeout(resolve, ttlMs + 500 - (Date.now() - started)));
-      const expired = await callRunTypescript(alices, store(email));
+      const expired = await callRun(alices, "run_typescript", store(email));
       assertEquals(expired.error?.type, "PlaceholderError");
       assertMatch(expired.error!.message, /expired/);
     } finally {
       for (const client of clients) await client.close().catch(() => {});
-      await server.stop();
+      await server.close();
     }
   });
 });

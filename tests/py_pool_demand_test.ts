@@ -4,7 +4,8 @@
  * once no run has taken a child for the idle time, leaving no process behind.
  */
 import { assert, assertEquals } from "./_assert.ts";
-import { PoolMember as Member, sandboxPids, withExecutor } from "./_helpers.ts";
+import { sandboxPids } from "./_proc.ts";
+import { PoolMember as Member, withExecutor } from "./_executor.ts";
 import { WarmPool } from "../src/exec/child/warm_pool.ts";
 import { createLogger } from "../src/log.ts";
 

@@ -7,7 +7,7 @@
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { leftovers } from "./_helpers.ts";
+import { leftovers } from "./_proc.ts";
 import { LIMITS, withPyChild } from "./_pyodide.ts";
 import { pythonPrelude } from "../src/exec/child/files.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";

@@ -6,7 +6,8 @@
  */
 import { join } from "node:path";
 import { assertEquals } from "./_assert.ts";
-import { captureWarnings, withExecutor, withTempDir } from "./_helpers.ts";
+import { withTempDir } from "./_fs.ts";
+import { captureWarnings, withExecutor } from "./_executor.ts";
 import { buildWheel, wheelFileName } from "../src/codegen/wheel.ts";
 
 /** Writes a wheel the way `code-executor sync` does: a temporary file renamed into place. */

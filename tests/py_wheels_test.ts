@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { captureWarnings, withExecutor } from "./_helpers.ts";
+import { captureWarnings, withExecutor } from "./_executor.ts";
 import { LIMITS, withPyChild } from "./_pyodide.ts";
 import { zipStored } from "../src/codegen/wheel.ts";
 import type { PyChild, PyChildOptions } from "../src/exec/python/child.ts";

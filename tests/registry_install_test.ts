@@ -19,21 +19,12 @@ import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch, describeResult, type RunResult } from "./_assert.ts";
-import {
-  callRunTypescript,
-  connectHttp,
-  denoDir,
-  describeRun,
-  eventually,
-  exitOrKill,
-  MEMORY,
-  npmServer,
-  pidsWithEnv,
-  ROOT,
-  runCommand,
-  sandboxDirs,
-  writeFileWithParents,
-} from "./_helpers.ts";
+import { MEMORY } from "./_pins.ts";
+import { denoDir, npmServer, ROOT } from "./_env.ts";
+import { eventually, exitOrKill, pidsWithEnv, sandboxDirs } from "./_proc.ts";
+import { describeRun, runCommand } from "./_command.ts";
+import { writeFileWithParents } from "./_fs.ts";
+import { callRun, connect } from "./_client.ts";
 import { type JsrRegistry, startJsrRegistry } from "./fixtures/jsr_registry.ts";
 import config from "../deno.json" with { type: "json" };
 import type { ExecutionResult } from "../src/exec/result.ts";
@@ -369,10 +360,11 @@ Deno.test("the package published to a JSR registry runs from `deno run jsr:` and
         assert(exited === undefined && ready(), `not ready (exit ${exited?.code}):\n${stderr()}`);
         const url = new URL(/ready on (http:\/\/\S+)/.exec(stderr())![1]);
         for (const era of ["legacy", "modern"] as const) {
-          const client = await connectHttp(url, { era, token });
+          const client = await connect(url, { era, token });
           try {
-            const result = await callRunTypescript(
+            const result = await callRun(
               client,
+              "run_typescript",
               `const graph = await tools.memory.read_graph();
 return graph.entities.map((e: { name: string }) => e.name);`,
             );

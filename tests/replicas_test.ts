@@ -25,7 +25,8 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { callRun, eventually, pidsWithEnv, sandboxDirs, sandboxPids } from "./_helpers.ts";
+import { eventually, pidsWithEnv, sandboxDirs, sandboxPids } from "./_proc.ts";
+import { callRun } from "./_client.ts";
 import { findNginx, type Nginx, startNginx } from "./_nginx.ts";
 import { job, type Replica, runJobs, servedBy, startReplicas } from "./_replicas.ts";
 
@@ -206,7 +207,10 @@ Deno.test({
             }`,
           );
           for (const replica of replicas) {
-            assertMatch(replica.serve.stderr(), /http: POST \/mcp 200 \d+ ms principal=default/);
+            assertMatch(
+              replica.serve.stderr(),
+              /http: POST \/mcp 200 \d+ ms principal=http:default/,
+            );
           }
           // nginx's log agrees: every run went to the replica whose upstream answered it.
           const byRequest = new Map((await log.accessLog()).map((line) => [line.requestId, line]));
@@ -373,7 +377,7 @@ Deno.test({
             120_000,
           );
           const killedAt = Date.now();
-          victim.serve.child.kill("SIGKILL");
+          victim.serve.kill("SIGKILL");
           // Until the process is gone its listening socket still takes connections: a run that
           // starts in between can reach it and fail like the runs in flight.
           await victim.serve.child.status;
@@ -466,9 +470,11 @@ Deno.test({
     } finally {
       await Promise.all(clients.map((client) => client.close().catch(() => {})));
       await nginx?.stop();
-      // stop() checks that no sandbox, upstream server or workspace of a replica is left: the
+      // close() checks that no sandbox, upstream server or workspace of a replica is left: the
       // killed one's children died with it (parent-death signal).
-      const stopped = await Promise.allSettled(replicas.filter(Boolean).map((r) => r.serve.stop()));
+      const stopped = await Promise.allSettled(
+        replicas.filter(Boolean).map((r) => r.serve.close()),
+      );
       await Deno.remove(dir, { recursive: true }).catch(() => {});
       const failures = stopped.filter((s) => s.status === "rejected");
       assertEquals(failures.map((f) => String((f as PromiseRejectedResult).reason)), []);

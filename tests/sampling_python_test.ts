@@ -5,7 +5,7 @@
  * @module
  */
 import { assert, assertEquals } from "./_assert.ts";
-import { startServer } from "./_helpers.ts";
+import { startServer } from "./_stdio_server.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
 
 Deno.test("llm.ask() and ask_user() from Python are answered by the client", async () => {

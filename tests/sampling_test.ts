@@ -7,16 +7,11 @@
 import type { Client } from "@modelcontextprotocol/client";
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import {
-  eventually,
-  EVERYTHING,
-  npmServer,
-  sandboxPids,
-  type ServerHarness,
-  startServer,
-  type StartServerOptions,
-  withTempDir,
-} from "./_helpers.ts";
+import { EVERYTHING } from "./_pins.ts";
+import { npmServer } from "./_env.ts";
+import { eventually, sandboxPids } from "./_proc.ts";
+import { withTempDir } from "./_fs.ts";
+import { type ServerHarness, startServer, type StartServerOptions } from "./_stdio_server.ts";
 
 type SamplingParams = {
   messages: Array<{ role: string; content: { type: string; text?: string } }>;

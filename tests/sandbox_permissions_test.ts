@@ -6,7 +6,8 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { leftovers, withExecutor } from "./_helpers.ts";
+import { leftovers } from "./_proc.ts";
+import { withExecutor } from "./_executor.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
 
 function describe(result: ExecutionResult): string {

@@ -6,17 +6,10 @@
  * @module
  */
 import { assert, assertEquals, assertMatch, describeResult, type RunResult } from "./_assert.ts";
-import {
-  assertNoSandboxes,
-  eventually,
-  forgedJsonRpcLines,
-  recordInbound,
-  ROOT,
-  sandboxDirs,
-  sandboxPids,
-  type ServerHarness,
-  startServer,
-} from "./_helpers.ts";
+import { ROOT } from "./_env.ts";
+import { assertNoSandboxes, eventually, sandboxDirs, sandboxPids } from "./_proc.ts";
+import { type ServerHarness, startServer } from "./_stdio_server.ts";
+import { forgedJsonRpcLines, recordInbound } from "./_client.ts";
 
 /** Idle children the server keeps; pinned so that the leftover check can count them. */
 const WARM_POOL = 2;
@@ -334,11 +327,9 @@ async function attackSequence(
   );
 
   await t.step("kills a busy loop at timeoutMs", async () => {
-    const started = performance.now();
+    // The limit's own error: nothing else ends an endless loop, which would hang the test.
     const result = await server.runTs("while (true) {}", { timeoutMs: 1_000 });
-    const elapsed = performance.now() - started;
-    assertRefused(result, { type: "TimeoutError", message: /timed out/ });
-    assert(elapsed < 10_000, `the timeout took ${Math.round(elapsed)} ms`);
+    assertRefused(result, { type: "TimeoutError", message: /timed out after 1000 ms/ });
     await assertServing(server);
   });
   await refuses(

@@ -8,7 +8,7 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { withTempDir } from "./_helpers.ts";
+import { withTempDir } from "./_fs.ts";
 import {
   findInstalledCommand,
   registryPackage,

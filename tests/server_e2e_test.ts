@@ -1,5 +1,5 @@
 import { assertEquals } from "./_assert.ts";
-import { startServer } from "./_helpers.ts";
+import { startServer } from "./_stdio_server.ts";
 
 Deno.test("run_typescript over stdio returns output and returnValue", async () => {
   const server = await startServer();

@@ -1,7 +1,8 @@
 import { join } from "node:path";
 import { z } from "zod";
 import { assert, assertEquals, assertMatch, assertRejects } from "./_assert.ts";
-import { ROOT, type UserDirs, withUserDirs } from "./_helpers.ts";
+import { ROOT } from "./_env.ts";
+import { type UserDirs, withUserDirs } from "./_fs.ts";
 import {
   ENV_OVERRIDES,
   loadSettings,
@@ -9,6 +10,7 @@ import {
   SettingsError,
   SettingsSchema,
 } from "../src/config/settings.ts";
+import { SETTINGS_PAGE, staleMessage } from "../docs/generate.ts";
 
 /** A HOME with an empty Code Executor config directory, and a project. */
 function withDirs(fn: (dirs: UserDirs) => Promise<void>): Promise<void> {
@@ -119,7 +121,7 @@ Deno.test("loadSettings() reports JSONC syntax errors with the file and line", a
       '{\n  "limits": {\n    "timeoutMs": 5 5\n}',
     );
     const message = await settingsError(() => loadSettings({ cwd: project, env: { HOME: home } }));
-    assertMatch(message, /\.code-executor\.jsonc: .* at line 3/);
+    assertMatch(message, /\.code-executor\.jsonc:3:20: a "," is missing before this/);
   });
 });
 
@@ -142,30 +144,53 @@ Deno.test("resolveSettings() refuses a default timeout above the maximum", () =>
   assertMatch(message, /limits\.timeoutMs.*limits\.maxTimeoutMs/);
 });
 
+/** The part of a JSON Schema node these tests read. */
+interface JsonSchemaNode {
+  type?: unknown;
+  description?: string;
+  properties?: Record<string, JsonSchemaNode>;
+}
+
+function settingsJsonSchema(): JsonSchemaNode {
+  return z.toJSONSchema(SettingsSchema, { io: "input" }) as JsonSchemaNode;
+}
+
 /** Every leaf key of the settings schema (`http.oauth.issuer`), from its JSON Schema. */
 function settingKeys(): string[] {
   const keys: string[] = [];
-  const walk = (node: { type?: unknown; properties?: Record<string, unknown> }, path: string[]) => {
+  const walk = (node: JsonSchemaNode, path: string[]) => {
     if (node.type === "object" && node.properties) {
-      for (const [key, child] of Object.entries(node.properties)) {
-        walk(child as typeof node, [...path, key]);
-      }
+      for (const [key, child] of Object.entries(node.properties)) walk(child, [...path, key]);
     } else {
       keys.push(path.join("."));
     }
   };
-  walk(z.toJSONSchema(SettingsSchema, { io: "input" }) as Parameters<typeof walk>[0], []);
+  walk(settingsJsonSchema(), []);
   return keys;
 }
 
-Deno.test("README's settings table has a row for every limits and http setting, and names every environment variable", async () => {
-  const readme = await Deno.readTextFile(join(ROOT, "README.md"));
-  const rows = new Set([...readme.matchAll(/^\| `([\w.]+)` +\|/gm)].map((match) => match[1]));
-  const keys = settingKeys().filter((key) => /^(limits|http)\./.test(key));
-  assert(keys.includes("http.oauth.jwksCooldownMs"), `schema keys: ${keys}`);
-  assertEquals(keys.filter((key) => !rows.has(key)), [], "settings without a row in README");
+Deno.test("docs/settings.md is what docs/generate.ts makes of the schema, with every key and variable", async () => {
+  const page = await Deno.readTextFile(join(ROOT, SETTINGS_PAGE.path));
+  assertEquals(await staleMessage(SETTINGS_PAGE), undefined);
+  const keys = settingKeys();
+  assert(keys.includes("http.oauth.jwksCooldownMs") && keys.length > 90, `schema keys: ${keys}`);
+  assertEquals(keys.filter((key) => !page.includes(`**\`${key}\`**`)), [], "keys without an entry");
   const unnamed = ENV_OVERRIDES.map(([name]) => name).filter((name) =>
-    !readme.includes(`\`${name}\``)
+    !page.includes(`\`${name}\``)
   );
-  assertEquals(unnamed, [], "environment variables README does not name");
+  assertEquals(unnamed, [], "environment variables docs/settings.md does not name");
+});
+
+Deno.test("every setting's meaning is written in the schema", () => {
+  const undescribed: string[] = [];
+  const walk = (node: JsonSchemaNode, path: string[]) => {
+    if (path.length > 1 || !node.properties) {
+      if (!node.description?.trim()) undescribed.push(path.join("."));
+    }
+    for (const [key, child] of Object.entries(node.properties ?? {})) walk(child, [...path, key]);
+  };
+  for (const [key, child] of Object.entries(settingsJsonSchema().properties ?? {})) {
+    walk(child, [key]);
+  }
+  assertEquals(undescribed, [], "settings without .meta({ description }) in settings_schema.ts");
 });

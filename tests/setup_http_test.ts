@@ -11,17 +11,11 @@ import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/cli
 import { dirname, join, relative } from "node:path";
 import { parse as parseJsonc } from "jsonc-parser";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import {
-  assertNoSandboxes,
-  homeEnv,
-  ROOT,
-  runCommand,
-  snapshotFiles,
-  spawnHttpServe,
-  type UserDirs,
-  withTempDir,
-  withUserDirs,
-} from "./_helpers.ts";
+import { homeEnv, ROOT } from "./_env.ts";
+import { assertNoSandboxes } from "./_proc.ts";
+import { runCommand } from "./_command.ts";
+import { snapshotFiles, type UserDirs, withTempDir, withUserDirs } from "./_fs.ts";
+import { startHttpServer } from "./_http_server.ts";
 import { clientConfigs, type ClientId, scanClientConfig } from "../src/config/client_configs.ts";
 import { expandVars } from "../src/config/server_entry.ts";
 import { planSetup } from "../src/cli/setup_plan.ts";
@@ -290,7 +284,7 @@ Deno.test("the entry setup --http writes for Claude Code reaches serve --http wi
     const home = join(tempDir, "home");
     await Deno.mkdir(home);
     const token = crypto.randomUUID().replaceAll("-", "");
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       tempDir,
       home,
       sharedCache: true,
@@ -338,7 +332,7 @@ Deno.test("the entry setup --http writes for Claude Code reaches serve --http wi
       }
       assertMatch(String(refused), /invalid_token/);
     } finally {
-      const status = await server.stop();
+      const status = await server.close();
       assert(status?.success, `serve --http did not exit cleanly:\n${server.stderr()}`);
     }
     await assertNoSandboxes(tempDir);

@@ -7,7 +7,7 @@
 import { join } from "node:path";
 import { parse as parseJsonc } from "jsonc-parser";
 import { assert, assertEquals, assertMatch, assertThrows } from "./_assert.ts";
-import { type UserDirs, withUserDirs, writeFileWithParents as write } from "./_helpers.ts";
+import { type UserDirs, withUserDirs, writeFileWithParents as write } from "./_fs.ts";
 import {
   clientConfigs,
   type ClientId,
@@ -241,7 +241,10 @@ Deno.test("planSetup() throws when the client's config cannot be parsed, naming 
       () => planSetup(scans, { client: "cursor", env: dirs.env, os: "linux", launch: LAUNCH }),
       TypeError,
     );
-    assertMatch(message, /^Cannot set up Cursor: Cannot parse .*; fix the file first$/);
+    assertMatch(
+      message,
+      /^Cannot set up Cursor until its config file is fixed: Cannot parse .*mcp\.json:1:3: /,
+    );
   });
 });
 

@@ -9,7 +9,9 @@
 import { join } from "node:path";
 import { parse as parseJsonc } from "jsonc-parser";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { homeEnv, MEMORY, ROOT, withUserDirs } from "./_helpers.ts";
+import { MEMORY } from "./_pins.ts";
+import { homeEnv, ROOT } from "./_env.ts";
+import { withUserDirs } from "./_fs.ts";
 
 const DENO = Deno.execPath();
 const MAIN = join(ROOT, "main.ts");

@@ -8,7 +8,7 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch, describeResult } from "./_assert.ts";
 import { choose, createEntities, memoryText, startApprovalServer } from "./_approvals.ts";
-import { withTempDir } from "./_helpers.ts";
+import { withTempDir } from "./_fs.ts";
 
 Deno.test("skills: a nested run's destructive call asks the caller's user, and the wait holds both runs", async () => {
   await withTempDir("ce-skills-approvals-", async (dir) => {

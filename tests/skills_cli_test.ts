@@ -9,7 +9,9 @@ import { join } from "node:path";
 import { SettingsSchema } from "../src/config/settings.ts";
 import { SkillStore } from "../src/skills/store.ts";
 import { assert, assertEquals } from "./_assert.ts";
-import { ADD, denoDir, ROOT, withUserDirs } from "./_helpers.ts";
+import { denoDir, ROOT } from "./_env.ts";
+import { withUserDirs } from "./_fs.ts";
+import { ADD } from "./_skills.ts";
 
 interface Dirs {
   root: string;

@@ -12,16 +12,12 @@ import { join } from "node:path";
 import { SettingsSchema } from "../src/config/settings.ts";
 import { SkillStore } from "../src/skills/store.ts";
 import { assert, assertEquals } from "./_assert.ts";
-import {
-  assertNoSandboxes,
-  CONFORMANCE,
-  describeRun,
-  homeEnv,
-  ROOT,
-  runCommand,
-  spawnHttpServe,
-  withTempDir,
-} from "./_helpers.ts";
+import { CONFORMANCE } from "./_pins.ts";
+import { homeEnv, ROOT } from "./_env.ts";
+import { assertNoSandboxes } from "./_proc.ts";
+import { describeRun, runCommand } from "./_command.ts";
+import { withTempDir } from "./_fs.ts";
+import { startHttpServer } from "./_http_server.ts";
 
 const SCENARIOS = [
   "sep-2640-skills-enumeration",
@@ -86,7 +82,7 @@ Deno.test("serve --http passes the conformance suite's skills scenarios (sep-264
     await Deno.mkdir(home);
     await seed(home, projectDir);
     const env = homeEnv(home, { sharedCache: true });
-    const server = await spawnHttpServe({
+    const server = await startHttpServer({
       tempDir,
       home,
       sharedCache: true,
@@ -135,7 +131,7 @@ Deno.test("serve --http passes the conformance suite's skills scenarios (sep-264
         }
       }
     } finally {
-      const status = await server.stop();
+      const status = await server.close();
       assert(status?.success, `serve --http did not exit cleanly:\n${server.stderr()}`);
     }
     await assertNoSandboxes(tempDir);

@@ -16,18 +16,13 @@ import {
   type RunResult,
 } from "./_assert.ts";
 import { generateToken } from "../src/server/http_auth.ts";
-import {
-  assertNoSandboxes,
-  callRunTypescript,
-  closeAndCheck,
-  connectHttp,
-  EVERYTHING,
-  leftovers,
-  npmServer,
-  spawnHttpServe,
-  startServer,
-  withTempDir,
-} from "./_helpers.ts";
+import { EVERYTHING } from "./_pins.ts";
+import { npmServer } from "./_env.ts";
+import { assertNoSandboxes, leftovers } from "./_proc.ts";
+import { withTempDir } from "./_fs.ts";
+import { closeAndCheck, startServer } from "./_stdio_server.ts";
+import { startHttpServer } from "./_http_server.ts";
+import { callRun, connect } from "./_client.ts";
 
 function skillsSettings(dir: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return { projectDir: join(dir, "project-skills"), userDir: join(dir, "user-skills"), ...extra };
@@ -395,7 +390,7 @@ Deno.test("skills over HTTP: a principal's saves are its own; with skills.save a
     const tokensFile = join(dir, "tokens");
     await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
     const start = (save: string) =>
-      spawnHttpServe({
+      startHttpServer({
         settings: {
           http: { tokensFile },
           skills: skillsSettings(dir, {
@@ -407,9 +402,9 @@ Deno.test("skills over HTTP: a principal's saves are its own; with skills.save a
         },
       });
     const runAs = (server: { url: URL }) => async (token: string, code: string) => {
-      const client = await connectHttp(server.url, { token });
+      const client = await connect(server.url, { token });
       try {
-        return await callRunTypescript(client, code);
+        return await callRun(client, "run_typescript", code);
       } finally {
         await client.close();
       }
@@ -429,7 +424,7 @@ Deno.test("skills over HTTP: a principal's saves are its own; with skills.save a
       );
       assertReturns(await run(bob, "return await skills.alices({ n: 2 });"), 3);
     } finally {
-      await open.stop();
+      await open.close();
     }
     const adminOnly = await start("admin");
     try {
@@ -437,7 +432,7 @@ Deno.test("skills over HTTP: a principal's saves are its own; with skills.save a
       assertFails(
         await run(bob, saveTs({ name: "bobs", code: "return 'again';" })),
         "SkillSaveDisabled",
-        /principal "bob"/,
+        /principal "http:bob"/,
       );
       assertSaved(
         await run(alice, saveTs({ name: "alices", code: "return args.n + 2;" })),
@@ -445,7 +440,7 @@ Deno.test("skills over HTTP: a principal's saves are its own; with skills.save a
       );
       assertReturns(await run(bob, "return await skills.call('alices@1', { n: 2 });"), 3);
     } finally {
-      await adminOnly.stop();
+      await adminOnly.close();
     }
   });
 });

@@ -10,20 +10,12 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals, assertFails, assertReturns, describeResult } from "./_assert.ts";
-import {
-  closeAndCheck,
-  describeRun,
-  EVERYTHING,
-  homeEnv,
-  MEMORY,
-  npmServer,
-  ROOT,
-  runCommand,
-  sandboxDirs,
-  startServer,
-  withTempDir,
-  writeSettings,
-} from "./_helpers.ts";
+import { EVERYTHING, MEMORY } from "./_pins.ts";
+import { homeEnv, npmServer, ROOT, writeSettings } from "./_env.ts";
+import { sandboxDirs } from "./_proc.ts";
+import { describeRun, runCommand } from "./_command.ts";
+import { withTempDir } from "./_fs.ts";
+import { closeAndCheck, startServer } from "./_stdio_server.ts";
 
 /** The skills settings of a test: both roots under its temp directory. */
 function skillsSettings(dir: string, extra: Record<string, unknown> = {}): Record<string, unknown> {

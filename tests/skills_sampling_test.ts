@@ -7,7 +7,8 @@
  */
 import { join } from "node:path";
 import { assertEquals, describeResult } from "./_assert.ts";
-import { startServer, withTempDir } from "./_helpers.ts";
+import { withTempDir } from "./_fs.ts";
+import { startServer } from "./_stdio_server.ts";
 
 Deno.test("skills: llm.ask inside a skill counts against the caller's sampling budget", async () => {
   await withTempDir("ce-skills-sampling-", async (dir) => {

@@ -11,13 +11,11 @@ import type { Client } from "@modelcontextprotocol/client";
 import { SettingsSchema } from "../src/config/settings.ts";
 import { type SaveSkillInput, SkillStore } from "../src/skills/store.ts";
 import { assert, assertEquals } from "./_assert.ts";
-import {
-  ADD as ADD_NUMBERS,
-  EVERYTHING,
-  npmServer,
-  startServer,
-  withUserDirs,
-} from "./_helpers.ts";
+import { EVERYTHING } from "./_pins.ts";
+import { npmServer } from "./_env.ts";
+import { withUserDirs } from "./_fs.ts";
+import { ADD as ADD_NUMBERS } from "./_skills.ts";
+import { startServer } from "./_stdio_server.ts";
 
 /** The shared add-numbers skill, with a description that the search's signature shows. */
 const ADD: SaveSkillInput = {

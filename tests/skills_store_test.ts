@@ -6,7 +6,8 @@ import { CodeExecutorError } from "../src/errors.ts";
 import { SkillStore } from "../src/skills/store.ts";
 import { parseSkillMarkdown } from "../src/skills/front_matter.ts";
 import { principalDirName } from "../src/skills/layout.ts";
-import { ADD, withUserDirs } from "./_helpers.ts";
+import { withUserDirs } from "./_fs.ts";
+import { ADD } from "./_skills.ts";
 
 type SkillsSettings = ReturnType<typeof SettingsSchema.parse>["skills"];
 

@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { assert, assertEquals } from "./_assert.ts";
-import { eventually, isAlive, leftovers, sandboxPids } from "./_helpers.ts";
+import { eventually, isAlive, leftovers, sandboxPids } from "./_proc.ts";
 import { resolveSettings } from "../src/config/settings.ts";
 import { cacheDir } from "../src/config/paths.ts";
 import { Executor } from "../src/exec/executor.ts";

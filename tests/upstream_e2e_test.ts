@@ -18,27 +18,12 @@ import {
   describeResult as describe,
   type RunResult,
 } from "./_assert.ts";
-import {
-  closeAndCheck,
-  describeRun,
-  eventually,
-  EVERYTHING,
-  FILESYSTEM,
-  fixtureServer,
-  homeEnv,
-  MEMORY,
-  npmServer,
-  pidsWithEnv,
-  processGone,
-  ROOT,
-  runCommand,
-  sandboxDirs,
-  type ServerHarness,
-  startServer,
-  waitForExit,
-  withTempDir,
-  writeMcpConfig,
-} from "./_helpers.ts";
+import { EVERYTHING, FILESYSTEM, MEMORY } from "./_pins.ts";
+import { fixtureServer, homeEnv, npmServer, ROOT, writeMcpConfig } from "./_env.ts";
+import { eventually, pidsWithEnv, processGone, sandboxDirs, waitForExit } from "./_proc.ts";
+import { describeRun, runCommand } from "./_command.ts";
+import { withTempDir } from "./_fs.ts";
+import { closeAndCheck, type ServerHarness, startServer } from "./_stdio_server.ts";
 
 const DENO = Deno.execPath();
 const MISSING_COMMAND = "/nonexistent/ce-missing-mcp-server";
@@ -418,16 +403,16 @@ Deno.test("run_typescript calls real upstream MCP servers over stdio, Streamable
             10_000,
           );
           assert(inFlight, "the slow call never reached the fixture");
-          const killedAt = performance.now();
           Deno.kill(pid, "SIGKILL");
           const result = await running;
-          const waited = performance.now() - killedAt;
-          assert(waited < 5_000, `the run waited ${waited} ms after the upstream died`);
           assertEquals(result.isError, false, describe(result));
           const error = result.returnValue as { name: string; message: string };
           assertEquals(error.name, "ToolCallError", describe(result));
           assertMatch(error.message, /"victim"/);
+          // The death's own error: a death the server missed would end the call in "did not
+          // answer within" at the call's timeout.
           assertMatch(error.message, /broke|closed|disconnected/i);
+          assert(!/did not answer within/.test(error.message), error.message);
           assert(await waitForExit(pid), "the killed fixture lives");
 
           const next = await server.runTs('return await callMCPTool("mcp__victim__pid");');

@@ -9,7 +9,7 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { withExecutor } from "./_helpers.ts";
+import { withExecutor } from "./_executor.ts";
 import { cacheDir } from "../src/config/paths.ts";
 
 /** The TypeScript children's DENO_DIR, and the Python children's. */

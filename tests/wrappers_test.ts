@@ -13,20 +13,10 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { describeResult, type RunResult } from "./_assert.ts";
-import {
-  type CommandRun,
-  EVERYTHING,
-  FILESYSTEM,
-  fixtureServer,
-  homeEnv,
-  MEMORY,
-  npmServer,
-  ROOT,
-  runCommand,
-  type ServerHarness,
-  startServer,
-  writeMcpConfig,
-} from "./_helpers.ts";
+import { EVERYTHING, FILESYSTEM, MEMORY } from "./_pins.ts";
+import { fixtureServer, homeEnv, npmServer, ROOT, writeMcpConfig } from "./_env.ts";
+import { type CommandRun, runCommand } from "./_command.ts";
+import { type ServerHarness, startServer } from "./_stdio_server.ts";
 import {
   assignNames,
   moduleNames,
@@ -152,7 +142,7 @@ Deno.test("docCommentLines() and stringLiteral() keep untrusted text inside comm
   assertEquals(docCommentLines("**/"), ["**\\/"]);
   assertEquals(docCommentLines("x".repeat(5000), { maxChars: 10 }), ["x".repeat(10) + "…"]);
   assertEquals(docCommentLines(""), []);
-  assertEquals(stringLiteral('a\u2028`${b}`"'), '"a\\u2028`${b}`\\""');
+  assertEquals(stringLiteral('a\u2028`${b}`"'), '"a\\u2028\\u0060${b}\\u0060\\""');
 });
 
 Deno.test("buildWheel() makes a pure-Python wheel that readWheels() loads", async () => {

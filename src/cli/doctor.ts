@@ -20,6 +20,10 @@ export interface DoctorOptions {
   write?: (text: string) => void;
 }
 
+function indent(text: string, spaces: number): string {
+  return text.replace(/^/gm, " ".repeat(spaces));
+}
+
 function table(rows: string[][]): string {
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
   return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i])).join("  ").trimEnd()).join(
@@ -45,20 +49,21 @@ export async function doctor(options: DoctorOptions): Promise<number> {
   write(`Settings: ${settingsSources.length ? settingsSources.join(", ") : "defaults"}\n\n`);
   write("Config sources:\n");
   for (const source of upstream.sources) {
-    const state = source.error ? "error  " : source.found ? "found  " : "missing";
+    const state = source.error ? "skipped" : source.found ? "found  " : "missing";
     const detail = source.error
-      ? `: ${source.error}`
+      ? `: none of its servers is used until it is fixed\n${indent(source.error, 4)}`
       : source.found
       ? ` (${source.servers} servers)`
       : "";
     write(`  ${state} ${source.path} [${source.kind}]${detail}\n`);
   }
+  const skippedFiles = upstream.sources.filter((source) => source.error).length;
 
   const hub = await openHub(upstream, settings, { log });
   try {
     const rows = [["SERVER", "SOURCE", "TRANSPORT", "STATUS", "TOOLS", "CONNECT"]];
     let upstreamTokens = 0;
-    let failures = upstream.broken.length;
+    let failures = upstream.broken.length + skippedFiles;
     const { countTokens } = await import("gpt-tokenizer/encoding/o200k_base");
     await Promise.all(upstream.servers.map((server) =>
       hub.pool.listToolsRaw(server.name).then(
@@ -68,16 +73,20 @@ export async function doctor(options: DoctorOptions): Promise<number> {
     ));
     await hub.catalog.ensure();
     const summary = new Map(hub.catalog.summary().map((s) => [s.name, s]));
+    // A server's own words (its stderr as it died) go under the table, which keeps one line a row.
+    const details: string[] = [];
     for (const status of hub.pool.statuses()) {
       const config = hub.pool.config(status.name)!;
       const tools = summary.get(status.name)?.tools;
+      const [error, ...more] = (status.error ?? summary.get(status.name)?.error ?? "").split("\n");
+      if (status.state !== "ready" && more.length > 0) {
+        details.push(`  ${status.name}:\n${indent(more.join("\n"), 2)}`);
+      }
       rows.push([
         status.name,
         config.source,
         config.transport,
-        status.state === "ready"
-          ? "ok"
-          : `error: ${status.error ?? summary.get(status.name)?.error}`,
+        status.state === "ready" ? "ok" : error.startsWith("skipped:") ? error : `error: ${error}`,
         tools === undefined ? "-" : String(tools),
         status.connectMs === undefined ? "-" : `${status.connectMs} ms`,
       ]);
@@ -85,9 +94,15 @@ export async function doctor(options: DoctorOptions): Promise<number> {
     for (const broken of upstream.broken) {
       rows.push([broken.name, broken.source, "-", `error: ${broken.error}`, "-", "-"]);
     }
-    write(
-      `\nServers:\n${rows.length > 1 ? table(rows).replace(/^/gm, "  ") : "  (none configured)"}\n`,
-    );
+    for (const skipped of upstream.skipped ?? []) {
+      if (skipped.reason !== "self" || skipped.name.toLowerCase() === "code-executor") continue;
+      rows.push([skipped.name, skipped.source, "-", `skipped: ${skipped.detail}`, "-", "-"]);
+    }
+    const none = skippedFiles > 0
+      ? "  (none usable: see the skipped config files above)"
+      : "  (none configured)";
+    write(`\nServers:\n${rows.length > 1 ? table(rows).replace(/^/gm, "  ") : none}\n`);
+    if (details.length > 0) write(`\n${details.join("\n")}\n`);
 
     const executor = await Executor.create({
       ...settings,

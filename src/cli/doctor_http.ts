@@ -2,7 +2,8 @@
  * `doctor`'s part on `serve --http`: the HTTP settings in force (endpoint, public URL, auth,
  * Host and Origin checks) and whether the server could start with them: the auth it would use
  * can be set up, it would not listen beyond loopback without auth, and the port is free (bound
- * and released at once).
+ * and released at once). `doctor --http URL` checks a token against a running server instead:
+ * whether it is accepted, and if not, the reason the server gives.
  *
  * @module
  */
@@ -168,4 +169,106 @@ async function answersHealthz(host: string, port: number): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/** Options of {@linkcode checkHttpToken}. */
+export interface TokenCheckOptions {
+  /** The environment: `CODE_EXECUTOR_HTTP_TOKEN` is the token checked; never shown. */
+  env: Record<string, string | undefined>;
+  /** Where the report goes; stdout by default. */
+  write?: (text: string) => void;
+}
+
+/**
+ * Checks the token in `CODE_EXECUTOR_HTTP_TOKEN` (or no token) against a running `serve --http`:
+ * its `/healthz`, then an `initialize` with the token, whose session is closed at once. A refusal
+ * is reported with the reason and the description the server sends; the token is never shown.
+ *
+ * @param url The MCP endpoint (`http://127.0.0.1:3333/mcp`).
+ * @param options The environment and where to write.
+ * @returns 0 when the token is accepted, 1 otherwise.
+ * @throws {TypeError} When the URL is not an http(s) URL.
+ */
+export async function checkHttpToken(url: string, options: TokenCheckOptions): Promise<number> {
+  const encoder = new TextEncoder();
+  const write = options.write ?? ((text: string) => Deno.stdout.writeSync(encoder.encode(text)));
+  let endpoint: URL;
+  try {
+    endpoint = new URL(url);
+  } catch {
+    throw new TypeError(`Invalid URL "${url}": expected the MCP endpoint, http://HOST:PORT/mcp`);
+  }
+  if (endpoint.protocol !== "http:" && endpoint.protocol !== "https:") {
+    throw new TypeError(`Invalid URL "${url}": expected an http:// or https:// URL`);
+  }
+  const token = options.env.CODE_EXECUTOR_HTTP_TOKEN;
+  write(
+    `HTTP token check of ${endpoint.href} with ${
+      token
+        ? "the token in CODE_EXECUTOR_HTTP_TOKEN"
+        : "no token (CODE_EXECUTOR_HTTP_TOKEN is unset)"
+    }:\n`,
+  );
+  try {
+    const health = await fetch(new URL("/healthz", endpoint), {
+      signal: AbortSignal.timeout(5_000),
+    });
+    const body = await health.json().catch(() => undefined);
+    write(
+      `  /healthz  ${health.status}${typeof body?.status === "string" ? ` ${body.status}` : ""}\n`,
+    );
+  } catch (error) {
+    write(`  problem: ${endpoint.origin} cannot be reached: ${(error as Error).message}\n`);
+    return 1;
+  }
+  const response = await fetch(endpoint, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+    },
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: {
+        protocolVersion: "2025-11-25",
+        capabilities: {},
+        clientInfo: { name: "code-executor-doctor", version: "1" },
+      },
+    }),
+    signal: AbortSignal.timeout(10_000),
+  });
+  const text = await response.text();
+  if (response.ok) {
+    const session = response.headers.get("mcp-session-id");
+    if (session) {
+      await fetch(endpoint, {
+        method: "DELETE",
+        headers: {
+          "mcp-session-id": session,
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+        },
+      }).then((r) => r.body?.cancel()).catch(() => {});
+    }
+    write(`  token     accepted (initialize answered ${response.status})\n`);
+    return 0;
+  }
+  let body: { reason?: unknown; error_description?: unknown } | undefined;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  if (response.status === 401 || response.status === 403) {
+    const reason = typeof body?.reason === "string" ? body.reason : "unknown";
+    const why = typeof body?.error_description === "string"
+      ? body.error_description
+      : response.headers.get("www-authenticate") ?? "no reason given";
+    write(`  token     refused with ${response.status} (${reason}): ${why}\n`);
+    return 1;
+  }
+  write(`  problem: initialize answered ${response.status}: ${text.slice(0, 300)}\n`);
+  return 1;
 }

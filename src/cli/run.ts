@@ -4,6 +4,7 @@
  * @module
  */
 import { loadSettings } from "../config/settings.ts";
+import { personalDataFinder } from "../privacy/redaction.ts";
 import { Executor } from "../exec/executor.ts";
 import { createLogger } from "../log.ts";
 import { SkillStore } from "../skills/store.ts";
@@ -28,7 +29,10 @@ export async function runFile(file: string, options: RunFileOptions = {}): Promi
   const code = await Deno.readTextFile(file);
   const { settings } = await loadSettings();
   // The same skills as the server's, so that a program that calls skills runs here too.
-  const skills = new SkillStore(settings.skills, { log });
+  const skills = new SkillStore(settings.skills, {
+    log,
+    personalData: personalDataFinder(settings.privacy),
+  });
   const executor = await Executor.create({
     ...settings,
     sandbox: { ...settings.sandbox, warmPool: 0 },

@@ -4,9 +4,10 @@
  * @module
  */
 import { serveStdio } from "@modelcontextprotocol/server/stdio";
+import { personalDataFinder } from "../privacy/redaction.ts";
 import { cacheDir, defaultAuditPath } from "../config/paths.ts";
 import { loadSettings, type Settings } from "../config/settings.ts";
-import { discoverUpstreams } from "../config/upstream.ts";
+import { configWarnings, discoverUpstreams } from "../config/upstream.ts";
 import { Executor } from "../exec/executor.ts";
 import { createLogger, flushLogs, type Logger } from "../log.ts";
 import { startHttpEndpoint } from "../server/http.ts";
@@ -64,10 +65,9 @@ async function openServices(options: ServeOptions, log: Logger): Promise<Service
   log.info(`settings from ${sources.length ? sources.join(", ") : "defaults"}`);
   const upstream = await discoverUpstreams({ configPaths: options.configPaths });
   for (const broken of upstream.broken) log.warn(broken.error);
-  for (const source of upstream.sources) {
-    if (source.error) log.warn(`Skipped ${source.path}: ${source.error}`);
-  }
-  if (upstream.servers.length === 0 && upstream.broken.length === 0) {
+  for (const warning of configWarnings(upstream)) log.warn(warning);
+  const skippedFiles = upstream.sources.filter((source) => source.error).length;
+  if (upstream.servers.length === 0 && upstream.broken.length === 0 && skippedFiles === 0) {
     log.warn(
       "No MCP servers are configured: run_typescript works, but there is nothing to call. Run `code-executor setup` (from a checkout: `deno task setup`) to find the servers your MCP clients use and put Code Executor in front of them, or pass --config mcp.json (see README)",
     );
@@ -89,7 +89,10 @@ async function openServices(options: ServeOptions, log: Logger): Promise<Service
     })
     : undefined;
   if (audit) log.info(`audit log: ${audit.path}`);
-  const skills = new SkillStore(settings.skills, { log });
+  const skills = new SkillStore(settings.skills, {
+    log,
+    personalData: personalDataFinder(settings.privacy),
+  });
   const executor = await Executor.create(settings, { log, hub, audit, skills });
   return { settings, log, hub, executor, audit, skills, onChange };
 }

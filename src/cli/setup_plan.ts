@@ -165,7 +165,7 @@ export function planSetup(scans: ScannedConfig[], options: PlanSetupOptions): Se
   }
   if (target.error) {
     throw new TypeError(
-      `Cannot set up ${target.client.label}: ${target.error}; fix the file first`,
+      `Cannot set up ${target.client.label} until its config file is fixed: ${target.error}`,
     );
   }
   const launch = options.launch ??
@@ -240,7 +240,7 @@ function sortServers(
     const blocker: { reason: StayReason; message: string } | undefined = own.error
       ? {
         reason: "own-unreadable",
-        message: `${show(own.client.path)} cannot be read (${own.error}); fix it first`,
+        message: `${show(own.client.path)} cannot be read; fix it first: ${own.error}`,
       }
       : moveBlocker(server, target.client);
     if (blocker) staying.push({ name: server.name, ...blocker });

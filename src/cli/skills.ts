@@ -15,6 +15,7 @@
 import { basename, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { loadSettings } from "../config/settings.ts";
+import { httpPrincipal } from "../principals.ts";
 import { CodeExecutorError } from "../errors.ts";
 import { parseSkillMarkdown } from "../skills/front_matter.ts";
 import { CODE_FILE, notPlain, pathKind, readPlainFile } from "../skills/layout.ts";
@@ -146,7 +147,8 @@ async function run(
 ) {
   const { settings } = await loadSettings();
   const store = new SkillStore(settings.skills, { listCacheMs: 0 });
-  const principal = values.principal;
+  // The name as in the tokens file or the OAuth `sub`: the server's principal is `http:<name>`.
+  const principal = values.principal === undefined ? undefined : httpPrincipal(values.principal);
   const expect = (count: number, usage: string) => {
     if (rest.length !== count) throw new TypeError(`Usage: code-executor skills ${usage}`);
   };

@@ -7,9 +7,10 @@
  *
  * @module
  */
-import { basename, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { isPlainObject, isStringArray } from "../_util.ts";
+import { parseJsoncChecked } from "./jsonc_errors.ts";
 
 /** How Code Executor talks to an upstream server. */
 export type UpstreamTransport = "stdio" | "http" | "sse";
@@ -56,6 +57,8 @@ export interface SkippedServer {
   source: string;
   /** `disabled`: the entry has `"disabled": true`; `self`: the entry is Code Executor itself. */
   reason: "disabled" | "self";
+  /** How a `self` entry was recognised, for the warning that names it. */
+  detail?: string;
 }
 
 /** What became of one server entry. Exactly one of the fields is set. */
@@ -83,6 +86,9 @@ export class UpstreamConfigError extends Error {
 }
 
 const SELF_NAME = "code-executor";
+
+/** The `name` in the `deno.json` of a Code Executor checkout (and its JSR package). */
+const SELF_PACKAGE = "@code-executor/code-executor";
 
 const SELF_MAIN = import.meta.url.startsWith("file:")
   ? fileURLToPath(new URL("../../main.ts", import.meta.url))
@@ -159,10 +165,10 @@ function resolveEntry(
   where: string,
   context: EntryContext,
 ): ServerEntryOutcome {
-  const skip = (reason: SkippedServer["reason"]): ServerEntryOutcome => ({
-    skipped: { name, source: file, reason },
+  const skip = (reason: SkippedServer["reason"], detail?: string): ServerEntryOutcome => ({
+    skipped: { name, source: file, reason, ...(detail ? { detail } : {}) },
   });
-  if (name.toLowerCase() === SELF_NAME) return skip("self");
+  if (name.toLowerCase() === SELF_NAME) return skip("self", `it is named ${SELF_NAME}`);
   if (!isPlainObject(raw)) {
     return {
       broken: {
@@ -173,9 +179,8 @@ function resolveEntry(
     };
   }
   if (raw.disabled === true) return skip("disabled");
-  if (mentionsSelf(raw.command) || (Array.isArray(raw.args) && raw.args.some(mentionsSelf))) {
-    return skip("self");
-  }
+  const named = selfMention(raw.command, raw.args);
+  if (named) return skip("self", named);
   let server: UpstreamServerConfig;
   try {
     server = buildServer(name, raw, file, where, context.env);
@@ -183,7 +188,8 @@ function resolveEntry(
     if (!(error instanceof UpstreamConfigError)) throw error;
     return { broken: { name, source: file, error: error.message } };
   }
-  if (pointsAtSelf(server, context)) return skip("self");
+  const self = pointsAtSelf(server, context);
+  if (self) return skip("self", self);
   return { server };
 }
 
@@ -288,6 +294,33 @@ function mentionsSelf(value: unknown): boolean {
   return typeof value === "string" && value.toLowerCase().includes(SELF_NAME);
 }
 
+/** Says which of the command and its arguments names Code Executor, if one does. */
+function selfMention(command: unknown, args: unknown): string | undefined {
+  if (mentionsSelf(command)) return `its command ${JSON.stringify(command)} is Code Executor`;
+  const arg = Array.isArray(args) ? args.find(mentionsSelf) : undefined;
+  return arg === undefined ? undefined : `its argument ${JSON.stringify(arg)} is Code Executor`;
+}
+
+/**
+ * Whether a `main.ts` is that of a Code Executor checkout: its `deno.json` names the package.
+ * Another clone of the repository started with `deno run main.ts serve` is this server under
+ * another name as much as this checkout is.
+ */
+function isCheckoutMain(path: string): boolean {
+  for (const name of ["deno.json", "deno.jsonc"]) {
+    const file = join(dirname(path), name);
+    try {
+      // A checkout's deno.json is a few KiB; anything much larger is not one, and is not read.
+      if (Deno.statSync(file).size > 256 * 1024) return false;
+      const { value } = parseJsoncChecked(Deno.readTextFileSync(file));
+      return isPlainObject(value) && value.name === SELF_PACKAGE;
+    } catch {
+      // No such file here: try the other name.
+    }
+  }
+  return false;
+}
+
 function selfMainPaths(): string[] {
   if (!SELF_MAIN) return [];
   const paths = [SELF_MAIN];
@@ -299,9 +332,11 @@ function selfMainPaths(): string[] {
   return paths;
 }
 
-function pointsAtSelf(server: UpstreamServerConfig, context: EntryContext): boolean {
-  if (server.transport !== "stdio") return false;
-  if (mentionsSelf(server.command) || (server.args ?? []).some(mentionsSelf)) return true;
+/** Says how an entry, with its variables expanded, starts Code Executor, if it does. */
+function pointsAtSelf(server: UpstreamServerConfig, context: EntryContext): string | undefined {
+  if (server.transport !== "stdio") return undefined;
+  const named = selfMention(server.command, server.args);
+  if (named) return named;
   const base = server.cwd ? resolve(context.cwd, server.cwd) : context.cwd;
   for (const arg of server.args ?? []) {
     let path: string;
@@ -311,12 +346,17 @@ function pointsAtSelf(server: UpstreamServerConfig, context: EntryContext): bool
       continue;
     }
     if (basename(path) !== "main.ts") continue;
-    if (context.selfMains.includes(path)) return true;
+    const ours = `it runs ${path}, the main.ts of this Code Executor`;
+    if (context.selfMains.includes(path)) return ours;
+    let real: string;
     try {
-      if (context.selfMains.includes(Deno.realPathSync(path))) return true;
+      real = Deno.realPathSync(path);
     } catch {
-      // A path that does not exist is not this repository's main.ts.
+      // A path that does not exist is not anyone's main.ts.
+      continue;
     }
+    if (context.selfMains.includes(real)) return ours;
+    if (isCheckoutMain(real)) return `it runs ${path}, the main.ts of a Code Executor checkout`;
   }
-  return false;
+  return undefined;
 }

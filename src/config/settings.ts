@@ -7,10 +7,10 @@
  * @module
  */
 import { resolve } from "node:path";
-import { parse as parseJsonc, type ParseError, printParseErrorCode } from "jsonc-parser";
 import type { z } from "zod";
 import { type Settings, SettingsSchema } from "./settings_schema.ts";
 import { isPlainObject } from "../_util.ts";
+import { formatJsoncProblem, parseJsoncChecked } from "./jsonc_errors.ts";
 import { projectSettingsPath, userSettingsPath } from "./paths.ts";
 
 export { SettingsSchema } from "./settings_schema.ts";
@@ -144,18 +144,12 @@ export function settingsFiles(env: Record<string, string>, cwd: string): string[
  * @param text The file's contents.
  * @param source The file name, for error messages.
  * @returns The parsed value.
- * @throws {SettingsError} When the text is not valid JSONC.
+ * @throws {SettingsError} When the text is not valid JSONC: `Cannot parse FILE:LINE:COLUMN:`,
+ *   what is wrong in words, then the line with a caret under the place.
  */
 export function parseJsoncText(text: string, source: string): unknown {
-  const errors: ParseError[] = [];
-  const value = parseJsonc(text, errors, { allowTrailingComma: true, disallowComments: false });
-  if (errors.length > 0) {
-    const first = errors[0];
-    const line = text.slice(0, first.offset).split("\n").length;
-    throw new SettingsError(
-      `Cannot parse ${source}: ${printParseErrorCode(first.error)} at line ${line}`,
-    );
-  }
+  const { value, problem } = parseJsoncChecked(text);
+  if (problem) throw new SettingsError(formatJsoncProblem(source, problem));
   return value;
 }
 

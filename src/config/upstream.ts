@@ -8,8 +8,10 @@
  * `~/.config/code-executor/mcp.json` (where `setup --move` puts the servers it takes out of a
  * client), `MCP_CONFIG_PATH`, then each `--config PATH`. One unusable entry never affects the
  * others: it is reported in {@linkcode UpstreamConfig.broken} with a message that names the
- * file, the server and the key. Where each file is comes from `paths.ts`; what becomes of each
- * entry, from `server_entry.ts`.
+ * file, the server and the key. A client's file that cannot be parsed is skipped and recorded in
+ * its {@linkcode ConfigSource}; Code Executor's own file and the files named explicitly stop the
+ * program instead, since skipping them would drop every server they hold without a word. Where
+ * each file is comes from `paths.ts`; what becomes of each entry, from `server_entry.ts`.
  *
  * @module
  */
@@ -82,7 +84,11 @@ export interface ConfigSource {
   found: boolean;
   /** Usable servers defined in the file (before later files override them). */
   servers: number;
-  /** Why the file was skipped (client files only; explicit files throw instead). */
+  /**
+   * Why the file was skipped (another client's file only; Code Executor's own and explicit files
+   * throw instead). A syntax error reads `Cannot parse FILE:LINE:COLUMN: …` followed by the line
+   * and a caret under the place.
+   */
   error?: string;
 }
 
@@ -117,13 +123,15 @@ export interface DiscoverOptions {
 /**
  * Finds, reads and merges the configured MCP servers.
  *
- * Missing client files are normal; a client file that cannot be parsed is recorded in its
- * {@linkcode ConfigSource} and skipped. Files named explicitly (`MCP_CONFIG_PATH`,
- * `configPaths`) must exist and parse.
+ * Missing client files are normal; another client's file that cannot be read or parsed is
+ * recorded in its {@linkcode ConfigSource} and skipped. Code Executor's own file must parse when
+ * it exists; files named explicitly (`MCP_CONFIG_PATH`, `configPaths`) must exist and parse.
  *
  * @param options Where to look.
  * @returns The usable servers, the broken entries and the files looked at.
- * @throws {UpstreamConfigError} When an explicitly named file is missing, unreadable or invalid.
+ * @throws {UpstreamConfigError} When Code Executor's own file is unreadable or invalid, or an
+ *   explicitly named file is missing, unreadable or invalid; for the own file, the message ends
+ *   with why the program stops.
  * @example
  * ```ts
  * const { servers, broken } = await discoverUpstreams({ configPaths: ["./servers.json"] });
@@ -151,6 +159,11 @@ export async function discoverUpstreams(options: DiscoverOptions = {}): Promise<
       sections = extractSections(candidate, text, cwd);
     } catch (error) {
       if (!(error instanceof UpstreamConfigError) || candidate.explicit) throw error;
+      if (candidate.kind === "code-executor") {
+        throw source.found
+          ? new UpstreamConfigError(`${error.message}\n${OWN_FILE_FIX}`, { cause: error })
+          : error;
+      }
       source.error = error.message;
       continue;
     }
@@ -176,6 +189,30 @@ export async function discoverUpstreams(options: DiscoverOptions = {}): Promise<
   return { servers, broken, skipped, sources, hash: hashServers(servers) };
 }
 
+/**
+ * The warnings a discovered configuration deserves beyond its broken entries: each client file
+ * that was skipped (with its `file:line:column` and caret), and each entry that is Code Executor
+ * itself under another name. An entry named `code-executor` is the one `setup` writes into a
+ * client, and is left out without a word.
+ *
+ * @param config The discovered configuration.
+ * @returns One message per problem, in the order of the files.
+ */
+export function configWarnings(config: UpstreamConfig): string[] {
+  const warnings = config.sources.flatMap((source) =>
+    source.error
+      ? [`${source.error}\nSkipped this file: none of its servers is used until it is fixed`]
+      : []
+  );
+  for (const skipped of config.skipped ?? []) {
+    if (skipped.reason !== "self" || skipped.name.toLowerCase() === "code-executor") continue;
+    warnings.push(
+      `Skipped MCP server "${skipped.name}" in ${skipped.source}: it is Code Executor itself (${skipped.detail}), which does not call itself`,
+    );
+  }
+  return warnings;
+}
+
 interface CandidateFile {
   path: string;
   kind: ConfigSource["kind"];
@@ -183,6 +220,14 @@ interface CandidateFile {
 }
 
 type Section = ServerSection;
+
+/**
+ * Why a problem in Code Executor's own file stops the program. Another client's file is skipped
+ * instead: the file is that client's, and the skip shows in the log, in `doctor` and in the
+ * `run_typescript` description.
+ */
+const OWN_FILE_FIX =
+  "Code Executor does not start without the servers of its own file (setup --move put them there): fix the file, then start again";
 
 type Outcome = ServerEntryOutcome;
 

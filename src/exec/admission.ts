@@ -7,6 +7,7 @@
 import type { Settings } from "../config/settings.ts";
 import { RateLimiter } from "../policy/tool_policy.ts";
 import { cancelled, CodeExecutorError } from "../errors.ts";
+import { principalShare } from "../principals.ts";
 
 /** What a caller asked for, as far as admission is concerned. */
 export interface AdmissionRequest {
@@ -36,12 +37,14 @@ interface Waiter {
 /**
  * Concurrency slots shared by every principal, with a bounded queue per principal. A slot that
  * frees goes to the waiting principal with the fewest runs (the longest-waiting among equals), and
- * no principal runs more than its cap: one caller's burst cannot starve the others, and a lone
- * caller can still use every slot.
+ * no HTTP principal holds more than its share (`limits.principalMaxConcurrent`, half the slots by
+ * default): a run parked for a client's retry or held for a person keeps its slot for minutes, so
+ * one caller's runs could otherwise hold every slot while another waits.
  */
 class FairSlots {
   #free: number;
   #maxQueued: number;
+  #max: number;
   #principalMax: number;
   #running = new Map<string, number>();
   #waiting: Waiter[] = [];
@@ -50,7 +53,13 @@ class FairSlots {
   constructor(max: number, maxQueued: number, principalMax: number) {
     this.#free = max;
     this.#maxQueued = maxQueued;
-    this.#principalMax = principalMax > 0 ? Math.min(principalMax, max) : max;
+    this.#max = max;
+    this.#principalMax = principalMax;
+  }
+
+  /** A principal's share: its parked and held runs keep their slots, so they count in it. */
+  #share(principal: string): number {
+    return principalShare(principal, this.#max, this.#principalMax);
   }
 
   #runs(principal: string): number {
@@ -58,7 +67,9 @@ class FairSlots {
   }
 
   async acquire(principal: string, signal?: AbortSignal): Promise<Release> {
-    if (this.#free > 0 && this.#runs(principal) < this.#principalMax) return this.#start(principal);
+    if (this.#free > 0 && this.#runs(principal) < this.#share(principal)) {
+      return this.#start(principal);
+    }
     const queued = this.#waiting.filter((w) => w.principal === principal).length;
     if (queued >= this.#maxQueued) {
       throw new CodeExecutorError(
@@ -110,7 +121,7 @@ class FairSlots {
       let next: Waiter | undefined;
       for (const waiter of this.#waiting) {
         const runs = this.#runs(waiter.principal);
-        if (runs >= this.#principalMax) continue;
+        if (runs >= this.#share(waiter.principal)) continue;
         if (!next || runs < this.#runs(next.principal)) next = waiter;
       }
       if (!next) return;

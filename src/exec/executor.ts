@@ -10,6 +10,7 @@ import { CodeExecutorError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { ApprovalPolicy, PendingApprovals } from "../policy/approvals.ts";
 import { type GrantedPermissions, narrowPermissions } from "../policy/permissions.ts";
+import { LOCAL_PRINCIPAL } from "../principals.ts";
 import { HostPrivacy } from "../privacy/host.ts";
 import type { StdoutTokenizer } from "../privacy/stream.ts";
 import type { RunTokenizer } from "../privacy/tokenizer.ts";
@@ -25,7 +26,6 @@ import { type RequestServices, serveRequests } from "./requests/router.ts";
 import { type ExecutionResult, tokenizeResult } from "./result.ts";
 import {
   type ExecutorOptions,
-  LOCAL_PRINCIPAL,
   type PythonRunOptions,
   type RunContext,
   RunHold,
@@ -93,7 +93,11 @@ export class Executor {
       pending: new PendingApprovals(options.audit),
     };
     this.#outputs = new OutputStore(settings.outputs);
-    this.#parked = new ParkedRuns(settings.approvals.stateKey, settings.http.replicaId);
+    this.#parked = new ParkedRuns(
+      settings.approvals.stateKey,
+      settings.http.replicaId,
+      settings.limits.maxParkedMs,
+    );
     this.#reaper = new ChildReaper(options.log);
   }
 
@@ -153,6 +157,18 @@ export class Executor {
   readOutputForClient(idOrUri: string, principal: string): KeptOutput & { text: string } {
     const output = this.#outputs.read(idOrUri, principal);
     return { ...output, text: this.#privacy.forClient(output.text, principal) };
+  }
+
+  /**
+   * Text on its way to a client that came from runs or their saves (`search_tools` output): with
+   * `privacy.tokenize`, its personal data becomes the principal's placeholders.
+   *
+   * @param text The text.
+   * @param principal Who reads it.
+   * @returns The text to send.
+   */
+  tokenizeForClient(text: string, principal: string): string {
+    return this.#privacy.forClient(text, principal);
   }
 
   /** Runs of 2026-07-28 clients parked until the client's retry (`input_required`). */

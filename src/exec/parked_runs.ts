@@ -103,6 +103,8 @@ interface StatePayload {
   e: number;
   /** The replica the run is parked on (`http.replicaId`), when it has a name. */
   i?: string;
+  /** Set when the expiry is the end of the run's whole time parked (`limits.maxParkedMs`). */
+  b?: 1;
 }
 
 const encoder = new TextEncoder();
@@ -129,6 +131,8 @@ class Conversation {
   readonly ended = new AbortController();
   round = 0;
   busy = false;
+  /** When the run first parked (`limits.maxParkedMs` counts from it). */
+  #parkedSince: number | undefined;
   #asks = new Map<string, Pending>();
   #count = 0;
   #wake: (() => void) | undefined;
@@ -141,6 +145,7 @@ class Conversation {
     readonly call: string,
     readonly samplingTimeoutMs: number,
     readonly forget: (conversation: Conversation) => void,
+    readonly maxParkedMs: number,
   ) {}
 
   /** The channel the run's code asks through; absent parts keep the request's own. */
@@ -232,15 +237,32 @@ class Conversation {
         return { done: next.result };
       }
       this.round++;
-      const waitMs = Math.min(...[...this.#asks.values()].map((p) => p.timeoutMs));
+      // Each question has its own timeout; the run's whole time parked is bounded as well, from
+      // its first question on, so that rounds one after another cannot keep it alive for ever.
+      this.#parkedSince ??= Date.now();
+      const leftMs = this.#parkedSince + this.maxParkedMs - Date.now();
+      if (leftMs <= 0) {
+        this.end(`it was parked for limits.maxParkedMs (${this.maxParkedMs} ms) in all`);
+        return { done: await this.result };
+      }
+      const waitMs = Math.min(leftMs, ...[...this.#asks.values()].map((p) => p.timeoutMs));
       const expires = Date.now() + waitMs;
-      this.#timer = setTimeout(() => this.end("the client did not retry in time"), waitMs);
+      this.#timer = setTimeout(
+        () =>
+          this.end(
+            waitMs === leftMs
+              ? `it was parked for limits.maxParkedMs (${this.maxParkedMs} ms) in all`
+              : "the client did not retry in time",
+          ),
+        waitMs,
+      );
       const requestState = await mint({
         r: this.id,
         n: this.round,
         p: this.principal,
         a: this.call,
         e: expires,
+        ...(waitMs === leftMs ? { b: 1 as const } : {}),
       });
       const asks = Object.fromEntries([...this.#asks].map(([key, p]) => [key, p.ask]));
       return { input: { requestState, asks } };
@@ -252,10 +274,20 @@ class Conversation {
     }
   }
 
-  /** Hands the retry's answers to the questions they answer; others stay asked. */
-  answer(read: (asked: Map<string, InputAsk>) => Map<string, InputAnswer>): void {
+  /** The keys of the questions asked and not answered yet. */
+  get asked(): string[] {
+    return [...this.#asks.keys()];
+  }
+
+  /** The retry's answers to questions that are asked, by key; answers to others are dropped. */
+  answersOf(read: (asked: Map<string, InputAsk>) => Map<string, InputAnswer>) {
     const asked = new Map([...this.#asks].map(([key, pending]) => [key, pending.ask]));
-    for (const [key, answer] of read(asked)) this.#asks.get(key)?.answer(answer);
+    return new Map([...read(asked)].filter(([key]) => this.#asks.has(key)));
+  }
+
+  /** Hands answers to the questions they answer; others stay asked. */
+  answer(answers: Map<string, InputAnswer>): void {
+    for (const [key, answer] of answers) this.#asks.get(key)?.answer(answer);
   }
 
   /** Ends the run (its child is killed) and forgets it. */
@@ -275,6 +307,7 @@ export class ParkedRuns {
   #key: Promise<CryptoKey>;
   #runs = new Map<string, Conversation>();
   #replica: string | undefined;
+  #maxParkedMs: number;
 
   /**
    * Creates the registry.
@@ -282,9 +315,12 @@ export class ParkedRuns {
    * @param secret `approvals.stateKey`; a random key for this process when absent.
    * @param replica `http.replicaId`, named in each state so that a retry at another replica is
    *   told where its run is.
+   * @param maxParkedMs `limits.maxParkedMs`: the most time a run may spend parked in all, from
+   *   its first question; no bound when absent.
    */
-  constructor(secret: string | undefined, replica?: string) {
+  constructor(secret: string | undefined, replica?: string, maxParkedMs = Infinity) {
     this.#replica = replica;
+    this.#maxParkedMs = maxParkedMs;
     const raw = secret !== undefined
       ? encoder.encode(secret)
       : crypto.getRandomValues(new Uint8Array(32));
@@ -312,6 +348,7 @@ export class ParkedRuns {
       options.call,
       options.samplingTimeoutMs,
       (c) => this.#runs.delete(c.id),
+      this.#maxParkedMs,
     );
     this.#runs.set(conversation.id, conversation);
     conversation.busy = true;
@@ -343,8 +380,8 @@ export class ParkedRuns {
     }
     if (Date.now() >= payload.e) {
       throw refused(
-        `it expired at ${
-          new Date(payload.e).toISOString()
+        `it expired at ${new Date(payload.e).toISOString()}${
+          payload.b ? ", when its run had been parked for limits.maxParkedMs in all" : ""
         }; the parked run was ended. Run the code again`,
       );
     }
@@ -364,8 +401,18 @@ export class ParkedRuns {
     if (conversation.busy || conversation.round !== payload.n) {
       throw refused("it was already used: each requestState is good for one retry");
     }
+    const given = conversation.answersOf(answers);
+    // A retry that answers nothing would only restart the questions' timeouts: refused, and the
+    // run left as it was (its state stays good for a retry with answers until it expires).
+    if (given.size === 0) {
+      throw refused(
+        `the retry answers none of the questions asked (${
+          conversation.asked.join(", ")
+        }): put an answer for each key of inputRequests in inputResponses, with the same requestState`,
+      );
+    }
     conversation.busy = true;
-    conversation.answer(answers);
+    conversation.answer(given);
     return conversation.step((next) => this.#mint(next), { signal, progress: retry.progress });
   }
 

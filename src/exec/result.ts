@@ -58,8 +58,10 @@ export interface ExecutionResult {
 }
 
 /**
- * Replaces personal data by placeholders in everything of a result the model reads: output,
- * return value, error message and traceback (`privacy.tokenize`).
+ * Replaces personal data by placeholders in every string of a result the model reads: output,
+ * return value, the error's type (a name the code chose: a class or `error.name`), message and
+ * traceback, the tool names of `toolCalls` (what the code called them), and any field added later
+ * (`privacy.tokenize`). Only `outputs` is left as it is: the host made its ids and links.
  *
  * @param result The execution result.
  * @param tokenizer The run's tokenizer.
@@ -72,19 +74,12 @@ export async function tokenizeResult(
   tokenizer: RunTokenizer,
   stdout?: StdoutTokenizer,
 ): Promise<ExecutionResult> {
-  const out: ExecutionResult = {
-    ...result,
-    stdout: stdout ? await stdout.finish(result.stdout) : tokenizer.text(result.stdout),
-    stderr: tokenizer.text(result.stderr),
+  const { stdout: shown, outputs, ...rest } = result;
+  return {
+    ...tokenizer.value(rest),
+    stdout: stdout ? await stdout.finish(shown) : tokenizer.text(shown),
+    ...(outputs ? { outputs } : {}),
   };
-  if (result.returnValue !== undefined) out.returnValue = tokenizer.value(result.returnValue);
-  if (result.error) {
-    out.error = { ...result.error, message: tokenizer.text(result.error.message) };
-    if (result.error.traceback !== undefined) {
-      out.error.traceback = tokenizer.text(result.error.traceback);
-    }
-  }
-  return out;
 }
 
 /**

@@ -71,9 +71,6 @@ export class RunHold {
   }
 }
 
-/** The principal of stdio and of HTTP without authentication: the machine's own user. */
-export const LOCAL_PRINCIPAL = "local";
-
 /** Options of one run. */
 export interface RunOptions {
   /** Wall-clock limit; defaults to `limits.timeoutMs`, at most `limits.maxTimeoutMs`. */

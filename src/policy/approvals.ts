@@ -226,15 +226,22 @@ export class PendingApprovals {
 
   /**
    * Approves pending calls, each once. A claim is refused unless its id is pending for this
-   * principal and its `call` is exactly what the refusal showed: what the client asked its user
-   * to confirm is then what is approved.
+   * principal and its `call` is what the refusal showed: the call as it was shown, or as the
+   * refusal's text reached the client (`shownAs`: with `privacy.tokenize`, its values became
+   * placeholders), either as it is or as it reads inside the refusal's JSON (escaped). Each is the
+   * same call, so what the client asked its user to confirm is what is approved.
    *
+   * @param principal Who approves.
+   * @param claims The claims, as the client passed them.
+   * @param now The time.
+   * @param shownAs How the refusal's text reached the client; unchanged when absent.
    * @returns Per claim, the call approved or why not, and its digest.
    */
   approve(
     principal: string,
     claims: ApprovalClaim[],
     now = Date.now(),
+    shownAs?: (text: string) => string,
   ): Array<{ id: string; ok: boolean; text: string; fullName?: string; digest?: string }> {
     this.#sweep(now);
     return claims.map(({ id, call }) => {
@@ -243,7 +250,9 @@ export class PendingApprovals {
         return { id, ok: false, text: "no such pending call (expired, used, or never made)" };
       }
       if (entry.approved) return { id, ok: false, text: "already approved" };
-      if (call !== entry.shown) {
+      const shown = [entry.shown, ...(shownAs ? [shownAs(entry.shown)] : [])];
+      const forms = shown.flatMap((text) => [text, JSON.stringify(text).slice(1, -1)]);
+      if (!forms.includes(call)) {
         return { id, ok: false, text: "`call` differs from the pending call; pass it verbatim" };
       }
       entry.approved = true;

@@ -90,9 +90,13 @@ export class HostPrivacy {
     return this.tokenizer(principal)?.text(text) ?? text;
   }
 
-  /** Redacts personal data from `llm.*` prompts and answers; undefined when that is off. */
+  /**
+   * Redacts personal data from `llm.*` prompts and answers; undefined when that is off. With
+   * `privacy.tokenize` it is on whatever `privacy.redactSampling` says: a prompt reaches the
+   * client's model, and tokenization promises that values reach it only as placeholders.
+   */
   get scrubSampling(): ((text: string) => string) | undefined {
-    if (!this.#settings.redactSampling) return undefined;
+    if (!this.#settings.redactSampling && !this.#settings.tokenize) return undefined;
     return (text) => redactPersonalData(text, this.#detector);
   }
 }

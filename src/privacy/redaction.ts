@@ -33,6 +33,22 @@ export function detectorFor(settings: Settings["privacy"]): PersonalDataDetector
 }
 
 /**
+ * With `privacy.tokenize`, a check for text that must not reach a client as it is and cannot be
+ * tokenized (a skill's files, served with their digests): the category of the first piece of
+ * personal data it holds.
+ *
+ * @param settings The `privacy` settings.
+ * @returns The check, or undefined when `privacy.tokenize` is off.
+ */
+export function personalDataFinder(
+  settings: Settings["privacy"],
+): ((text: string) => string | undefined) | undefined {
+  if (!settings.tokenize) return undefined;
+  const detector = detectorFor(settings);
+  return (text) => detector.find(text)[0]?.category;
+}
+
+/**
  * Replaces each piece of personal data by `[REDACTED <category>]`.
  *
  * @param text Any text.

@@ -58,6 +58,7 @@ export class ClientSession {
   #options: ClientSessionOptions;
   #budget: SamplingBudget;
   #progressSent = 0;
+  #questions = 0;
 
   /**
    * Creates the session of one execution, with its own sampling budget.
@@ -293,6 +294,16 @@ export class ClientSession {
         }; pass the information in the code instead`,
       );
     }
+    // Each question puts a form before a person; without a cap, a loop against a client that
+    // answers at once (an auto-decline) asks thousands in one run.
+    const max = settings.maxQuestions;
+    if (this.#questions >= max) {
+      throw new CodeExecutorError(
+        "SamplingBudgetError",
+        `Cannot ask the user: this execution already asked ${max} questions, its cap (sampling.maxQuestions); ask for several fields in one question (a schema) or split the work across runs`,
+      );
+    }
+    this.#questions++;
     const started = performance.now();
     let action = "error";
     try {

@@ -9,7 +9,7 @@
  */
 import { fromJsonSchema, type McpServer, type ServerContext } from "@modelcontextprotocol/server";
 import type { Executor } from "../exec/executor.ts";
-import { LOCAL_PRINCIPAL } from "../exec/run.ts";
+import { LOCAL_PRINCIPAL } from "../principals.ts";
 
 /** The tool's name, which refusals name. */
 export const APPROVE_TOOL = "approve_pending_calls";
@@ -52,7 +52,13 @@ export function registerApproveTool(server: McpServer, executor: Executor): void
     annotations: { destructiveHint: true },
   }, (args, ctx: ServerContext) => {
     const principal = ctx.http?.authInfo?.clientId ?? LOCAL_PRINCIPAL;
-    const results = executor.pendingApprovals.approve(principal, args.calls);
+    // The refusal reached the client through the run's result, tokenized for this principal.
+    const results = executor.pendingApprovals.approve(
+      principal,
+      args.calls,
+      Date.now(),
+      (text) => executor.tokenizeForClient(text, principal),
+    );
     const lines = results.map((r) =>
       r.ok ? `approved once: ${r.text}` : `not approved (${r.id}): ${r.text}`
     );

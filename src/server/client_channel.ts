@@ -1,7 +1,7 @@
 /**
  * Builds the SDK-free {@linkcode ClientChannel} of one `tools/call` from the request handler's
- * context: the client's model (`sampling/createMessage`), its user (`elicitation/create`) and
- * progress notifications for the call's progress token.
+ * context: the client's model (`sampling/createMessage`), its user (`elicitation/create`, one
+ * question of the call at a time) and progress notifications for the call's progress token.
  *
  * @module
  */
@@ -11,7 +11,11 @@ import type {
   ServerContext,
 } from "@modelcontextprotocol/server";
 import { estimateTokens } from "../sampling/budget.ts";
-import type { ClientChannel, ElicitationResponse } from "../sampling/channel.ts";
+import type {
+  ClientChannel,
+  ElicitationRequest,
+  ElicitationResponse,
+} from "../sampling/channel.ts";
 import type { SamplingRequest, SamplingResponse } from "../sampling/types.ts";
 
 /**
@@ -89,6 +93,40 @@ function textOf(content: unknown): string {
 }
 
 /**
+ * Runs tasks one at a time, in the order they came. A task whose signal aborts while it waits
+ * leaves the line at once, and the ones behind it still wait for the task ahead of it.
+ */
+class Turns {
+  #last: Promise<void> = Promise.resolve();
+
+  async take<T>(signal: AbortSignal, task: () => Promise<T>): Promise<T> {
+    const ahead = this.#last;
+    let release!: () => void;
+    const mine = new Promise<void>((resolve) => release = resolve);
+    this.#last = ahead.then(() => mine);
+    try {
+      await untilOrAborted(ahead, signal);
+      return await task();
+    } finally {
+      release();
+    }
+  }
+}
+
+/** Waits for `work`, or rejects with the signal's reason as soon as it aborts. */
+function untilOrAborted(work: Promise<void>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise((resolve, reject) => {
+    const abort = () => reject(signal.reason);
+    signal.addEventListener("abort", abort, { once: true });
+    work.then(() => {
+      signal.removeEventListener("abort", abort);
+      resolve();
+    });
+  });
+}
+
+/**
  * Builds the channel of one tool call.
  *
  * @param server The MCP server the call arrived on.
@@ -125,7 +163,10 @@ export function clientChannel(server: McpServer, ctx: ServerContext): ClientChan
   } else {
     // `send` rather than `elicitInput`: a bare `elicitation: {}` (declared before form and URL
     // modes existed) means form support, which `elicitInput` does not accept.
-    channel.elicit = async (question, { signal, timeoutMs }): Promise<ElicitationResponse> => {
+    const ask = async (
+      question: ElicitationRequest,
+      { signal, timeoutMs }: { signal: AbortSignal; timeoutMs: number },
+    ): Promise<ElicitationResponse> => {
       const result = await ctx.mcpReq.send({
         method: "elicitation/create",
         params: {
@@ -142,6 +183,12 @@ export function clientChannel(server: McpServer, ctx: ServerContext): ClientChan
           : {}),
       };
     };
+    // One question of the call's at a time, in order: code that asks, or calls tools that need
+    // approval, in parallel would otherwise put as many forms before the person at once as the
+    // run may have requests in flight (32).
+    const turns = new Turns();
+    channel.elicit = (question, options) =>
+      turns.take(options.signal, () => ask(question, options));
   }
 
   const token = ctx.mcpReq._meta?.progressToken;

@@ -9,14 +9,18 @@
  * middleware apart: the request cap and its log line ({@linkcode countAndLog}), the probes
  * ({@linkcode probes}: `/healthz` and `/readyz` answer without auth and reveal nothing), the `Host`
  * and `Origin` checks ({@linkcode guardHost}: DNS rebinding, 403), the OAuth discovery documents,
- * the path and the principal's authentication ({@linkcode authenticate}: 401/403), and the body's
- * deadline and size ({@linkcode limitBody}: 408/413); then {@linkcode dispatchEra}.
+ * the path and the principal's authentication ({@linkcode authenticate}: 401/403), the principal's
+ * share of the request cap ({@linkcode capPrincipal}), and the body's deadline and size
+ * ({@linkcode limitBody}: 408/413); then {@linkcode dispatchEra}.
  *
  * Every request is logged at info when it ends (an event stream when it closes): method, path
  * (one this server does not serve as `(other path)`, since it is the caller's text), status,
- * milliseconds and principal; never a header, a query string or a token. Until then it counts
- * against `http.maxRequests`; past the cap, new sessions and 2026-era requests get 503, while
- * `/healthz`, `/readyz` and the requests of open sessions are still served.
+ * milliseconds, principal and, for refused credentials, the reason (`refused=expired`); never a
+ * header, a query string or a token. Until then it counts against `http.maxRequests`; past the
+ * cap, new sessions and 2026-era requests get 503, while `/healthz`, `/readyz` and the requests of
+ * open sessions are still served. Each principal's requests, its sessions' included, also count
+ * against its share (`http.principalMaxRequests`, half the cap by default), so that no principal
+ * can fill the cap for the others ({@linkcode capPrincipal}).
  *
  * @module
  */
@@ -30,6 +34,8 @@ import {
 } from "@modelcontextprotocol/server";
 import type { Settings } from "../config/settings.ts";
 import type { Logger } from "../log.ts";
+import { isHttpPrincipal, principalShare } from "../principals.ts";
+import { refusalReason } from "./auth_refusals.ts";
 import { type Authenticator, authMode, createAuthenticator } from "./http_auth.ts";
 import { LegacySessions, rpcError } from "./http_sessions.ts";
 import { listen, type ReadBody, readBody, untilSent, within } from "./http_io.ts";
@@ -118,6 +124,8 @@ interface Incoming {
   principal?: AuthInfo;
   /** Its body, once {@linkcode limitBody} has read it. */
   body?: ReadBody;
+  /** The principal it counts against, once {@linkcode capPrincipal} has counted it. */
+  counted?: string;
 }
 
 /**
@@ -134,6 +142,8 @@ interface EndpointState {
   auth?: Authenticator;
   /** Requests being handled, open streams included. */
   inFlight: number;
+  /** The same, per HTTP principal, its open sessions' included. */
+  inFlightOf: Map<string, number>;
 }
 
 /** Runs `incoming` through the steps in order, then `last`. */
@@ -180,21 +190,32 @@ function countAndLog(
       );
     }
     state.inFlight++;
+    const uncount = () => {
+      state.inFlight--;
+      const counted = incoming.counted;
+      if (counted === undefined) return;
+      const left = (state.inFlightOf.get(counted) ?? 1) - 1;
+      if (left > 0) state.inFlightOf.set(counted, left);
+      else state.inFlightOf.delete(counted);
+    };
     let response: Response;
     try {
       response = await next();
     } catch (error) {
-      state.inFlight--;
+      uncount();
       throw error;
     }
     // A request counts, and is logged, until its body has been sent: a 2025-era tool call or
     // GET stream answers at once with an event stream that stays open for the whole run.
     return untilSent(response, () => {
-      state.inFlight--;
+      uncount();
+      const refused = refusalReason(response);
       log.info(
         `http: ${request.method} ${loggedPath(path, response.status)} ${response.status} ${
           Math.round(performance.now() - started)
-        } ms principal=${incoming.principal?.clientId ?? "-"}`,
+        } ms principal=${incoming.principal?.clientId ?? "-"}${
+          refused ? ` refused=${refused}` : ""
+        }`,
       );
     });
   };
@@ -247,6 +268,32 @@ function authenticate(state: EndpointState, endpointPath: string): Step {
     if (principal instanceof Response) return principal;
     incoming.principal = principal;
     return await next();
+  };
+}
+
+/**
+ * Each HTTP principal's share of `http.maxRequests` (`http.principalMaxRequests`): its open
+ * sessions' requests are exempt from the cap, not from their principal's share of it (slow bodies
+ * would fill it).
+ */
+function capPrincipal(state: EndpointState, http: Settings["http"]): Step {
+  return (incoming, next) => {
+    const who = incoming.principal!.clientId;
+    // `local` is every caller of a server without auth: the global cap alone holds for it, with
+    // its exemption for open sessions.
+    if (!isHttpPrincipal(who)) return next();
+    const mine = state.inFlightOf.get(who) ?? 0;
+    const share = principalShare(who, http.maxRequests, http.principalMaxRequests);
+    if (mine >= share) {
+      return Promise.resolve(rpcError(
+        503,
+        -32000,
+        `Too many requests of yours at once: ${mine} (your share of http.maxRequests, http.principalMaxRequests ${share}); retry shortly`,
+      ));
+    }
+    state.inFlightOf.set(who, mine + 1);
+    incoming.counted = who;
+    return next();
   };
 }
 
@@ -319,6 +366,7 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
   );
   const sessions = new LegacySessions({
     max: http.maxSessions,
+    principalMax: http.principalMaxSessions,
     idleMs: http.sessionIdleMs,
     maxBodyBytes,
     replicaId: http.replicaId,
@@ -332,12 +380,13 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
     );
   }
 
-  const state: EndpointState = { accepting: true, inFlight: 0 };
+  const state: EndpointState = { accepting: true, inFlight: 0, inFlightOf: new Map() };
   const steps: Step[] = [
     countAndLog(state, { http, sessions, log }),
     probes(state, options.ready),
     guardHost(allowed),
     authenticate(state, http.path),
+    capPrincipal(state, http),
     limitBody({ maxBytes: maxBodyBytes, timeoutMs: http.bodyTimeoutMs }),
   ];
   const dispatch = dispatchEra({ sessions, modern, maxBodyBytes });

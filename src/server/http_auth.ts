@@ -1,7 +1,8 @@
 /**
- * Who is calling over HTTP. Every request runs as a principal: the name of its bearer token
- * (`CODE_EXECUTOR_HTTP_TOKEN` is `default`; `http.tokensFile` names each token), the subject of its
- * OAuth 2.1 access token, or `local` when the server runs without auth on loopback. The SDK's
+ * Who is calling over HTTP. Every request runs as a principal: `http:` and the name of its bearer
+ * token (`CODE_EXECUTOR_HTTP_TOKEN` is `default`; `http.tokensFile` names each token) or the
+ * subject of its OAuth 2.1 access token, or `local` when the server runs without auth on loopback.
+ * The `http:` namespace (`src/principals.ts`) keeps every name a token can carry apart from `local`. The SDK's
  * bearer gate does the HTTP side (the `WWW-Authenticate` challenges, `insufficient_scope`, expiry);
  * this module supplies the verifiers, and the protected-resource metadata for OAuth.
  *
@@ -18,14 +19,13 @@ import {
   buildOAuthProtectedResourceMetadata,
   getOAuthProtectedResourceMetadataUrl,
   OAuthError,
-  OAuthErrorCode,
   oauthMetadataResponse,
   type OAuthTokenVerifier,
-  requireBearerAuth,
 } from "@modelcontextprotocol/server";
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify } from "jose";
 import type { Settings } from "../config/settings.ts";
-import { LOCAL_PRINCIPAL } from "../exec/run.ts";
+import { httpPrincipal, LOCAL_PRINCIPAL } from "../principals.ts";
+import { bearerGate, CredentialRefused } from "./auth_refusals.ts";
 
 /** How requests are authenticated. */
 export type AuthMode = "none" | "bearer" | "oauth";
@@ -63,6 +63,13 @@ export interface AuthenticatorOptions {
 
 /** A principal's name in the tokens file: printable, no spaces. */
 const PRINCIPAL = /^[A-Za-z0-9_.@:+-]{1,64}$/;
+/** The longest OAuth subject accepted: it names directories and is written in every log line. */
+const MAX_SUBJECT = 256;
+/**
+ * An OAuth subject: printable, with no control, format or line-separator character (it is written
+ * into the request log and the audit log, and must not start a line of its own there).
+ */
+const SUBJECT = new RegExp(`^[^\\p{C}\\p{Zl}\\p{Zp}]{1,${MAX_SUBJECT}}$`, "u");
 /** Tokens shorter than this are refused: they could be guessed. */
 const MIN_TOKEN_LENGTH = 16;
 /** Bearer tokens do not expire; the SDK's gate requires an expiry, so give one far away. */
@@ -178,9 +185,19 @@ function bearerVerifier(tokens: NamedToken[]): OAuthTokenVerifier {
         if (timingSafeEqual(presented, entry.digest)) principal ??= entry.principal;
       }
       if (principal === undefined) {
-        return Promise.reject(new OAuthError(OAuthErrorCode.InvalidToken, "Invalid token"));
+        return Promise.reject(
+          new CredentialRefused(
+            "unknown_token",
+            "The token is not one of this server's (CODE_EXECUTOR_HTTP_TOKEN or a line of http.tokensFile): send the token the server was given; code-executor doctor --http URL checks one",
+          ),
+        );
       }
-      return Promise.resolve({ token, clientId: principal, scopes: [], expiresAt: NEVER });
+      return Promise.resolve({
+        token,
+        clientId: httpPrincipal(principal),
+        scopes: [],
+        expiresAt: NEVER,
+      });
     },
   };
 }
@@ -211,6 +228,72 @@ async function issuerMetadata(
     }
   }
   return undefined;
+}
+
+/**
+ * Why `jose` refused a JWT, in words that say what to change; the `jose` code stays in the text
+ * for whoever searches for it.
+ */
+function joseRefusal(
+  error: unknown,
+  expected: { issuer: string; audience: string },
+): CredentialRefused {
+  const code = error instanceof joseErrors.JOSEError ? error.code : "ERR_INVALID";
+  const claim = error instanceof joseErrors.JWTClaimValidationFailed ? error.claim : undefined;
+  const because = (reason: ConstructorParameters<typeof CredentialRefused>[0], text: string) =>
+    new CredentialRefused(reason, `${text.replace(/:/, ` (${code}):`)}`);
+  if (error instanceof joseErrors.JWTExpired) {
+    return because("expired", "The token has expired: get a new one from the issuer");
+  }
+  if (claim === "aud") {
+    return because(
+      "wrong_audience",
+      `The token is for another audience: ask the issuer for a token whose aud is ${expected.audience} (RFC 8707 resource), or set http.oauth.audience to the aud its tokens carry`,
+    );
+  }
+  if (claim === "iss") {
+    return because(
+      "wrong_issuer",
+      `The token was not issued by ${expected.issuer}: get one from that issuer, or set http.oauth.issuer to the iss its tokens carry`,
+    );
+  }
+  if (claim === "nbf" || claim === "iat") {
+    return because(
+      "not_yet_valid",
+      "The token is not valid yet (nbf or iat in the future): check the clocks of this server and the issuer, or raise http.oauth.clockToleranceSec",
+    );
+  }
+  if (claim === "exp") {
+    return because("no_expiry", "The token has no exp: ask the issuer for tokens that expire");
+  }
+  if (error instanceof joseErrors.JWKSNoMatchingKey) {
+    return because(
+      "unknown_key",
+      "The token is signed with a key the issuer's JWKS does not publish: get a token from the issuer named by http.oauth.issuer",
+    );
+  }
+  if (error instanceof joseErrors.JWSSignatureVerificationFailed) {
+    return because(
+      "bad_signature",
+      "The token's signature does not verify: it was altered or signed by someone else; get a new one from the issuer",
+    );
+  }
+  if (error instanceof joseErrors.JOSEAlgNotAllowed) {
+    return because(
+      "algorithm",
+      "The token is signed with an algorithm this server does not accept: use one of http.oauth.algorithms",
+    );
+  }
+  if (error instanceof joseErrors.JWKSTimeout || code === "ERR_JOSE_GENERIC") {
+    return because(
+      "issuer_unreachable",
+      "The issuer's keys could not be fetched to check the token: retry; if it lasts, check that this server reaches http.oauth.issuer (or http.oauth.jwksUri)",
+    );
+  }
+  return because(
+    "not_a_jwt",
+    "The token is not a JWT access token this server can check: send the JWT access token the issuer gave (opaque tokens are not accepted)",
+  );
 }
 
 async function oauthAuthenticator(
@@ -256,20 +339,34 @@ async function oauthAuthenticator(
           : Array.isArray(payload.scp)
           ? payload.scp.map(String)
           : [];
-        const principal = String(payload.sub ?? payload.client_id ?? "");
-        if (!principal) {
-          throw new OAuthError(OAuthErrorCode.InvalidToken, "The token names no subject");
+        const subject = payload.sub ?? payload.client_id;
+        if (typeof subject !== "string" || subject === "") {
+          throw new CredentialRefused(
+            "no_subject",
+            "The token names no subject (sub or client_id): ask the issuer for a token with sub",
+          );
         }
-        return { token, clientId: principal, scopes, expiresAt: payload.exp, resource };
+        if (!SUBJECT.test(subject)) {
+          throw new CredentialRefused(
+            "bad_subject",
+            `The token's subject is not a name this server accepts: it must be 1 to ${MAX_SUBJECT} characters without control characters`,
+          );
+        }
+        return {
+          token,
+          clientId: httpPrincipal(subject),
+          scopes,
+          expiresAt: payload.exp,
+          resource,
+        };
       } catch (error) {
         if (error instanceof OAuthError) throw error;
-        const code = error instanceof joseErrors.JOSEError ? error.code : "ERR_INVALID";
-        throw new OAuthError(OAuthErrorCode.InvalidToken, `Invalid token (${code})`);
+        throw joseRefusal(error, { issuer: oauth.issuer, audience });
       }
     },
   };
   const resourceMetadataUrl = getOAuthProtectedResourceMetadataUrl(resource);
-  const gate = requireBearerAuth({
+  const gate = bearerGate({
     verifier,
     requiredScopes: oauth.scopes,
     resourceMetadataUrl,
@@ -340,6 +437,12 @@ export async function createAuthenticator(
   }
   if (settings.http.tokensFile) {
     for (const [principal, hash] of await readTokensFile(settings.http.tokensFile)) {
+      // Two tokens for one name would make two holders one principal, sharing everything.
+      if (single && principal === "default") {
+        throw new TypeError(
+          `Invalid http.tokensFile ${settings.http.tokensFile}: it names "default", the principal of CODE_EXECUTOR_HTTP_TOKEN; rename the entry or unset the variable`,
+        );
+      }
       tokens.push({ principal, digest: hash });
     }
   }
@@ -351,6 +454,6 @@ export async function createAuthenticator(
   return {
     mode,
     metadata: () => undefined,
-    authenticate: requireBearerAuth({ verifier: bearerVerifier(tokens) }),
+    authenticate: bearerGate({ verifier: bearerVerifier(tokens) }),
   };
 }

@@ -4,7 +4,8 @@
  * carry its id, GET opens its stream of server-to-client messages (sampling, elicitation,
  * progress, list changes), DELETE closes it. The SDK has no session table, so this is it: each
  * session is bound to the principal that opened it (another principal's request gets 404, as an
- * unknown id would), idle sessions are closed, and their number is capped.
+ * unknown id would), idle sessions are closed, and their number is capped, in all and per
+ * principal (half of the cap by default, so that one principal cannot take every session).
  *
  * Behind a load balancer each replica names itself (`http.replicaId`) at the start of the ids it
  * mints, `<replicaId>.<uuid>`, so that the balancer can send a session's requests to the replica
@@ -20,12 +21,15 @@ import {
   WebStandardStreamableHTTPServerTransport,
 } from "@modelcontextprotocol/server";
 import type { Logger } from "../log.ts";
+import { principalShare } from "../principals.ts";
 import type { CodeExecutorServer } from "./server.ts";
 
 /** What {@linkcode LegacySessions} needs. */
 export interface LegacySessionsOptions {
   /** Sessions open at once (`http.maxSessions`). */
   max: number;
+  /** One principal's share of them (`http.principalMaxSessions`; 0: half). */
+  principalMax?: number;
   /** Idle time after which a session is closed (`http.sessionIdleMs`). */
   idleMs: number;
   /** The largest request body. */
@@ -133,6 +137,20 @@ export class LegacySessions {
         503,
         -32000,
         `Too many sessions: ${this.#options.max} are open (http.maxSessions); close one (DELETE) or retry later`,
+      );
+    }
+    const share = principalShare(
+      authInfo.clientId,
+      this.#options.max,
+      this.#options.principalMax ?? 0,
+    );
+    const own =
+      [...this.#sessions.values()].filter((s) => s.principal === authInfo.clientId).length;
+    if (own >= share) {
+      return rpcError(
+        503,
+        -32000,
+        `Too many sessions of yours: ${own} are open, your share of http.maxSessions (http.principalMaxSessions ${share}); close one (DELETE) or retry later`,
       );
     }
     return await this.#open(request, authInfo, body);

@@ -11,14 +11,16 @@ import {
 } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import type { Executor } from "../exec/executor.ts";
-import { LOCAL_PRINCIPAL, type PythonRunOptions, type RunOptions } from "../exec/run.ts";
+import type { PythonRunOptions, RunOptions } from "../exec/run.ts";
+import { LOCAL_PRINCIPAL } from "../principals.ts";
 import { type ExecutionResult, renderResult } from "../exec/result.ts";
 import { ToolPolicy } from "../policy/tool_policy.ts";
 import type { SkillStore } from "../skills/store.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { skillSearchName, skillSignature, toolSignature } from "../upstream/signatures.ts";
+import { inertJson, lineCommentText, oneLineDoc } from "../upstream/untrusted_text.ts";
 import { type SearchSources, searchToolsAndSkills } from "../exec/requests/tool_search.ts";
-import { SERVER_VERSION } from "../version.ts";
+import { SERVER_NAME, SERVER_VERSION } from "../version.ts";
 import { attachAgentSkills } from "./agent_skills.ts";
 import { offerApproveTool } from "./approve_tool.ts";
 import { clientChannel } from "./client_channel.ts";
@@ -26,7 +28,7 @@ import { outputLinks, registerOutputResources } from "./kept_outputs.ts";
 import { runInRounds, takesRounds } from "./input_rounds.ts";
 
 /** Name and version reported to clients. */
-export const SERVER_INFO = { name: "code-executor", version: SERVER_VERSION } as const;
+export const SERVER_INFO = { name: SERVER_NAME, version: SERVER_VERSION } as const;
 
 /**
  * Presents a zod schema without `$schema` in its JSON Schema: 2020-12 is MCP's default dialect,
@@ -175,14 +177,22 @@ const RUN_PYTHON_DESCRIPTION = [
 ].join("\n");
 
 function describeServers(hub: Hub | undefined): string {
+  // A config file that does not parse may hold the servers the user means: say which, so that
+  // neither the model nor the user takes "none configured" for the truth.
+  const files = hub?.config.sources.filter((s) => s.error).map((s) => s.path) ?? [];
+  const skipped = files.length
+    ? `\nSkipped config files (see code-executor doctor): ${files.join(", ")}`
+    : "";
   if (!hub || hub.pool.names.length === 0) {
-    return "\nNo MCP servers are configured (see code-executor setup).";
+    return (skipped
+      ? "\nNo MCP servers are usable."
+      : "\nNo MCP servers are configured (see code-executor setup).") + skipped;
   }
   const parts = hub.catalog.summary().map((s) =>
     s.error ? `${s.name} (unavailable)` : s.tools === undefined ? s.name : `${s.name} (${s.tools})`
   );
   const broken = hub.config.broken.map((b) => `${b.name} (misconfigured)`);
-  return `\nServers (tools): ${[...parts, ...broken].join(", ")}`;
+  return `\nServers (tools): ${[...parts, ...broken].join(", ")}${skipped}`;
 }
 
 /** What the server needs from the rest of the program. */
@@ -266,18 +276,31 @@ export async function searchToolsText(
 ): Promise<string> {
   const { hub } = sources;
   const noServers = !hub || hub.pool.names.length === 0;
-  if (noServers && !sources.skills) return "No MCP servers are configured.";
+  const skippedFiles = (hub?.config.sources ?? []).filter((s) => s.error).map((s) =>
+    `// Skipped config file ${s.path} (see code-executor doctor)`
+  );
+  const noneConfigured = skippedFiles.length
+    ? "no MCP servers are usable"
+    : "no MCP servers are configured";
+  if (noServers && !sources.skills) {
+    return skippedFiles.length
+      ? ["No MCP servers are usable.", ...skippedFiles].join("\n")
+      : "No MCP servers are configured.";
+  }
   const found = await searchToolsAndSkills(
     { ...sources, catalog: noServers ? undefined : hub.catalog },
     query,
     limit,
   );
-  const unavailable = noServers
-    ? []
-    : hub.catalog.summary().filter((s) => s.error).map((s) => `// ${s.error}`);
+  const unavailable = [
+    ...(noServers
+      ? []
+      : hub.catalog.summary().filter((s) => s.error).map((s) => `// ${oneLineDoc(s.error!)}`)),
+    ...skippedFiles,
+  ];
   if (found.length === 0) {
     const none = noServers
-      ? `No tools or skills match "${query}" (no MCP servers are configured).`
+      ? `No tools or skills match "${query}" (${noneConfigured}).`
       : `No tools or skills match "${query}".`;
     return [none, ...unavailable].join("\n");
   }
@@ -286,7 +309,7 @@ export async function searchToolsText(
       const skill = hit.skill;
       if (detail === "names") return skillSearchName(skill);
       if (detail === "schemas") {
-        return JSON.stringify({
+        return inertJson({
           name: skillSearchName(skill),
           kind: "skill",
           description: skill.description,
@@ -296,9 +319,10 @@ export async function searchToolsText(
       return skillSignature(skill);
     }
     const entry = hit.entry;
-    if (detail === "names") return entry.fullName;
+    // Upstream text: names and descriptions stay inert in what the model reads (untrusted_text.ts).
+    if (detail === "names") return lineCommentText(entry.fullName);
     if (detail === "schemas") {
-      return JSON.stringify({
+      return inertJson({
         name: entry.fullName,
         description: entry.description,
         inputSchema: entry.inputSchema,
@@ -432,7 +456,10 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
       args.limit ?? 10,
       args.detail ?? "signatures",
     );
-    return { content: [{ type: "text" as const, text }] };
+    // Skills' and upstreams' text (privacy.tokenize): as placeholders, like a run's result.
+    return {
+      content: [{ type: "text" as const, text: deps.executor.tokenizeForClient(text, principal) }],
+    };
   });
 
   let described = describeServers(deps.hub);

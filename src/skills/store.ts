@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { CodeExecutorError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { Settings } from "../config/settings.ts";
+import { LOCAL_PRINCIPAL, principalName } from "../principals.ts";
 import { renderSkillMarkdown } from "./front_matter.ts";
 import {
   CODE_FILE,
@@ -75,10 +76,14 @@ export interface SkillStoreOptions {
    * next call sees the result). 0 reads them on every call. Default 1000 ms.
    */
   listCacheMs?: number;
+  /**
+   * With `privacy.tokenize`: the category of personal data a text holds, if any. A skill's files
+   * reach clients as they are (their digests are served with them), so a save holding personal
+   * data is refused, and a stored skill that holds some (written by hand, or before tokenization
+   * was on) is left out of every list and not found.
+   */
+  personalData?: (text: string) => string | undefined;
 }
-
-/** The principal of stdio and of HTTP without authentication. */
-const LOCAL = "local";
 
 /**
  * Saved skills under the roots of the `skills.*` settings.
@@ -101,6 +106,9 @@ export class SkillStore {
     { at: number; records: Promise<SkillRecord[]>; refreshing?: boolean }
   >();
   readonly #reader: VersionReader;
+  readonly #personalData?: (text: string) => string | undefined;
+  /** Records already checked for personal data, by identity (records are cached and reused). */
+  readonly #checked = new WeakMap<SkillRecord, string | undefined>();
 
   /**
    * Creates a store over the settings' directories (nothing is read or made until used).
@@ -113,6 +121,7 @@ export class SkillStore {
     this.#dirs = skillDirs(settings, options);
     this.#log = options.log;
     this.#listCacheMs = options.listCacheMs ?? 1_000;
+    this.#personalData = options.personalData;
     this.#reader = new VersionReader({
       maxCodeBytes: settings.maxCodeBytes,
       maxSkillMdBytes: this.#skillMdMax(),
@@ -137,13 +146,18 @@ export class SkillStore {
    */
   roots(principal?: string): SkillRoot[] {
     const dirs = this.#dirs;
-    if (principal === undefined || principal === LOCAL) {
+    if (principal === undefined || principal === LOCAL_PRINCIPAL) {
       const roots: SkillRoot[] = [{ scope: "project", dir: dirs.project }];
       if (dirs.user !== undefined) roots.push({ scope: "user", dir: dirs.user });
       return roots;
     }
     const roots: SkillRoot[] = [
-      { scope: "principal", dir: join(dirs.principals, principalDirName(principal)) },
+      // Named after the name the admin knows (`alice` of `http:alice`), as before principals had
+      // namespaces, so that a principal's saved skills stay where they were.
+      {
+        scope: "principal",
+        dir: join(dirs.principals, principalDirName(principalName(principal))),
+      },
       { scope: "project", dir: dirs.project },
     ];
     if (dirs.shared !== undefined) roots.push({ scope: "shared", dir: dirs.shared });
@@ -161,7 +175,17 @@ export class SkillStore {
     const mode = this.#settings.save;
     if (mode === "off") return false;
     if (mode === "on" || options.admin) return true;
-    return principal !== undefined && this.#settings.admins.includes(principal);
+    return this.#isAdmin(principal);
+  }
+
+  /**
+   * Whether `skills.admins` names an HTTP principal: by its name (`alice` for `http:alice`) or in
+   * full. The local principal is never one (stdio saves by `skills.save` alone).
+   */
+  #isAdmin(principal: string | undefined): boolean {
+    if (principal === undefined || principal === LOCAL_PRINCIPAL) return false;
+    const admins = this.#settings.admins;
+    return admins.includes(principal) || admins.includes(principalName(principal));
   }
 
   /**
@@ -172,7 +196,7 @@ export class SkillStore {
    * @returns The records.
    */
   list(principal?: string): Promise<SkillRecord[]> {
-    const key = principal ?? LOCAL;
+    const key = principal ?? LOCAL_PRINCIPAL;
     const cached = this.#listCache.get(key);
     if (cached !== undefined && this.#listCacheMs > 0) {
       // Older than listCacheMs: answer from memory and look at the disk again behind it, so that
@@ -191,6 +215,24 @@ export class SkillStore {
     this.#listCache.set(key, { at: Date.now(), records });
     records.catch(() => this.#listCache.delete(key));
     return records;
+  }
+
+  /** The category of personal data a record's files hold (`privacy.tokenize`), if any. */
+  #heldPersonalData(record: SkillRecord): string | undefined {
+    const find = this.#personalData;
+    if (find === undefined) return undefined;
+    if (this.#checked.has(record)) return this.#checked.get(record);
+    const found = find(
+      [record.name, record.description, JSON.stringify(record.inputSchema), record.code].join("\n"),
+    );
+    this.#checked.set(record, found);
+    return found;
+  }
+
+  /** The record, or not found when it holds personal data that must not reach a client. */
+  #servable(record: SkillRecord, ref: string): SkillRecord {
+    if (this.#heldPersonalData(record) !== undefined) throw notFound(ref);
+    return record;
   }
 
   async #readAll(principal?: string): Promise<SkillRecord[]> {
@@ -212,7 +254,17 @@ export class SkillStore {
           })
         ),
       );
-      for (const record of read) if (record !== undefined) records.push(record);
+      for (const record of read) {
+        if (record === undefined) continue;
+        const found = this.#heldPersonalData(record);
+        if (found !== undefined) {
+          this.#log?.warn(
+            `Skipped skill ${record.dir}: it holds personal data (${found}) and privacy.tokenize is on; edit it or remove it`,
+          );
+          continue;
+        }
+        records.push(record);
+      }
     }
     return records.sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
   }
@@ -231,11 +283,11 @@ export class SkillStore {
     const root = await this.#rootOf(name, principal);
     if (root === undefined) throw notFound(ref);
     const latest = await this.#reader.read(root, name);
-    if (version === undefined || version === latest.version) return latest;
+    if (version === undefined || version === latest.version) return this.#servable(latest, ref);
     const dir = join(root.dir, VERSIONS_DIR, name, String(version));
     await this.#reader.versionsDirExists(root, name);
     if (!(await realDirOrMissing(dir))) throw notFound(ref);
-    return await this.#reader.read(root, name, version);
+    return this.#servable(await this.#reader.read(root, name, version), ref);
   }
 
   /**
@@ -286,6 +338,15 @@ export class SkillStore {
       );
     }
     const valid = validateSaveInput(input, this.#settings);
+    const held = this.#personalData?.(
+      [valid.name, valid.description, JSON.stringify(valid.inputSchema), valid.code].join("\n"),
+    );
+    if (held !== undefined) {
+      throw new CodeExecutorError(
+        "SkillInvalid",
+        `Cannot save skill "${valid.name}": it holds personal data (${held}), and with privacy.tokenize a skill's files reach clients as they are; use placeholders (<${held}_1>) in its code, or take the value from its arguments`,
+      );
+    }
     const name = valid.name;
     const root = await this.#saveRoot(name, principal);
     await this.#ensureRootReal(root);
@@ -393,20 +454,20 @@ export class SkillStore {
 
   #writableRoots(principal?: string): SkillRoot[] {
     const roots = this.roots(principal);
-    if (principal === undefined || principal === LOCAL) return roots;
+    if (principal === undefined || principal === LOCAL_PRINCIPAL) return roots;
     const own = roots.filter((root) => root.scope === "principal");
     const shared = roots.filter((root) => root.scope === "shared");
-    return this.#settings.admins.includes(principal) ? [...own, ...shared] : own;
+    return this.#isAdmin(principal) ? [...own, ...shared] : own;
   }
 
   async #saveRoot(name: string, principal?: string): Promise<SkillRoot> {
     const roots = this.roots(principal);
-    if (principal === undefined || principal === LOCAL) {
+    if (principal === undefined || principal === LOCAL_PRINCIPAL) {
       const existing = await this.#rootOf(name, principal);
       if (existing !== undefined) return existing;
       return roots.find((root) => root.scope === this.#settings.saveTo) ?? roots[0];
     }
-    if (this.#settings.admins.includes(principal)) {
+    if (this.#isAdmin(principal)) {
       const shared = roots.find((root) => root.scope === "shared");
       if (shared !== undefined) return shared;
     }

@@ -10,6 +10,7 @@ import Ajv2020 from "ajv/dist/2020";
 import { CodeExecutorError } from "../errors.ts";
 import { isPlainObject } from "../_util.ts";
 import { PYTHON_KEYWORDS } from "../python_keywords.ts";
+import { assertLinearPatterns, assertSchemaCost } from "../schema_limits.ts";
 
 /** Agent Skills naming: lowercase letters, digits and single hyphens, no hyphen at either end. */
 export const SKILL_NAME_PATTERN: RegExp = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
@@ -230,6 +231,13 @@ export function validateInputSchema(
   }
   if (!valid) {
     throw invalid(`Skill inputSchema is not JSON Schema: ${ajv.errorsText(ajv.errors)}`);
+  }
+  // Its arguments are checked on the server's event loop at every call (src/schema_limits.ts).
+  try {
+    assertLinearPatterns(copy);
+    assertSchemaCost(copy);
+  } catch (error) {
+    throw invalid(`Skill inputSchema cannot be checked safely: ${(error as Error).message}`);
   }
   return copy;
 }

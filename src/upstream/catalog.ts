@@ -7,6 +7,7 @@
 import Ajv from "ajv";
 import Ajv2020 from "ajv/dist/2020";
 import addFormats from "ajv-formats";
+import { assertSchemaCost, linearRegExp } from "../schema_limits.ts";
 import { dirname, join } from "node:path";
 import type { Logger } from "../log.ts";
 import type { UpstreamPool, UpstreamTool } from "./pool.ts";
@@ -63,12 +64,25 @@ export type AjvLike = {
  * @returns The instance.
  */
 export function makeAjv(draft2020: boolean): AjvLike {
-  const options = { allErrors: true, strict: false, validateFormats: true };
+  // Patterns run on RE2 (linear time): these schemas come from callers and upstream servers, and
+  // validation runs on the event loop (src/schema_limits.ts).
+  const options = {
+    allErrors: true,
+    strict: false,
+    validateFormats: true,
+    code: { regExp: linearRegExp },
+  };
   // The packages are CommonJS; their default export is the class.
   const ajv = draft2020
     ? new (Ajv2020 as unknown as new (o: unknown) => AjvLike)(options)
     : new (Ajv as unknown as new (o: unknown) => AjvLike)(options);
   (addFormats as unknown as (a: AjvLike) => void)(ajv);
+  const compile = ajv.compile.bind(ajv);
+  // A schema too costly to check does not compile, as a malformed one does not.
+  ajv.compile = (schema) => {
+    assertSchemaCost(schema);
+    return compile(schema);
+  };
   return ajv;
 }
 

@@ -19,9 +19,11 @@ import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { dieWithParent } from "../parent_death.ts";
 import type { UpstreamServerConfig } from "../config/server_entry.ts";
 import type { Logger } from "../log.ts";
-import { SERVER_VERSION } from "../version.ts";
+import { SERVER_NAME, SERVER_VERSION } from "../version.ts";
+import { describeConnectError } from "./connect_errors.ts";
 import { curatedEnv } from "./curated_env.ts";
 import { MessageLines, UpstreamMessageTooLarge } from "./message_lines.ts";
+import { StderrTail } from "./stderr_tail.ts";
 
 /** A tool as listed by an upstream server. */
 export interface UpstreamTool {
@@ -70,7 +72,10 @@ export interface UpstreamStatus {
   name: string;
   /** `idle` (not yet connected), `ready`, or `failed` with `error`. */
   state: "idle" | "connecting" | "ready" | "failed";
-  /** Why the last connection attempt failed. */
+  /**
+   * Why the last connection attempt failed, on the first line; a stdio server that wrote to
+   * stderr before it died has the last of those lines (redacted) on the lines after.
+   */
   error?: string;
   /** How long the last successful connection took. */
   connectMs?: number;
@@ -115,6 +120,10 @@ class UpstreamConnection {
   #closed = false;
   /** Why a client's transport gave up, when it did so by itself. */
   #fatal = new WeakMap<Client, Error>();
+  /** The stderr of the process the last transport started, and when that stream ended. */
+  #stderr: { tail: StderrTail; ended: Promise<void> } | undefined;
+  /** Set once the server turned out to be Code Executor itself: it is never connected again. */
+  #self: string | undefined;
   status: UpstreamStatus;
 
   constructor(config: UpstreamServerConfig, options: ResolvedPoolOptions) {
@@ -144,12 +153,16 @@ class UpstreamConnection {
         config.name,
         this.#options.maxMessageBytes,
       );
-      const decoder = new TextDecoder();
-      transport.stderr?.on("data", (chunk: Uint8Array) => {
-        for (const line of decoder.decode(chunk).split("\n")) {
-          if (line.trim()) this.#options.log.debug(`[${config.name}] ${line}`);
-        }
+      const tail = new StderrTail({
+        onLine: (line) => this.#options.log.debug(`[${config.name}] ${line}`),
       });
+      const stream = transport.stderr;
+      stream?.on("data", (chunk: Uint8Array) => tail.push(chunk));
+      const ended = new Promise<void>((resolve) => {
+        stream?.once("end", resolve);
+        stream?.once("close", resolve);
+      });
+      this.#stderr = { tail, ended };
       return transport;
     }
     const requestInit = { headers: config.headers ?? {} };
@@ -164,13 +177,19 @@ class UpstreamConnection {
     if (this.#client) return Promise.resolve(this.#client);
     if (this.#connecting) return this.#connecting;
     if (this.#closed) return Promise.reject(new Error(`Server "${this.config.name}" is closed`));
+    if (this.#self) return Promise.reject(new Error(this.#self));
     const wait = this.#retryAt - Date.now();
     if (wait > 0) {
+      // The server's own words, when there are any, stay last (they are lines of their own).
+      const [reason, ...words] = (this.status.error ?? "").split("\n");
       return Promise.reject(
         new Error(
-          `Server "${this.config.name}" is unavailable: ${this.status.error}; next reconnect attempt in ${
-            Math.ceil(wait / 100) / 10
-          } s`,
+          [
+            `Server "${this.config.name}" is unavailable: ${reason}; next reconnect attempt in ${
+              Math.ceil(wait / 100) / 10
+            } s`,
+            ...words,
+          ].join("\n"),
         ),
       );
     }
@@ -182,7 +201,7 @@ class UpstreamConnection {
     this.status = { name: this.config.name, state: "connecting" };
     const started = performance.now();
     const onToolsChanged = this.#options.onToolsChanged;
-    const client = new Client({ name: "code-executor", version: SERVER_VERSION }, {
+    const client = new Client({ name: SERVER_NAME, version: SERVER_VERSION }, {
       listChanged: onToolsChanged
         ? { tools: { autoRefresh: false, onChanged: () => onToolsChanged(this.config.name) } }
         : undefined,
@@ -208,7 +227,7 @@ class UpstreamConnection {
       this.#failures++;
       this.#retryAt = Date.now() +
         Math.min(MAX_BACKOFF_MS, FIRST_BACKOFF_MS * 2 ** (this.#failures - 1));
-      const reason = describeConnectError(error as Error, this.config);
+      const reason = describeConnectError(error as Error, this.config, await this.#lastWords());
       this.status = { name: this.config.name, state: "failed", error: reason };
       this.#options.log.warn(`Cannot connect to MCP server "${this.config.name}": ${reason}`);
       throw new Error(`Server "${this.config.name}" is unavailable: ${reason}`);
@@ -218,6 +237,18 @@ class UpstreamConnection {
     if (this.#closed) {
       await client.close().catch(() => {});
       throw new Error(`Server "${this.config.name}" is closed`);
+    }
+    const info = client.getServerVersion();
+    if (info?.name === SERVER_NAME) {
+      await client.close().catch(() => {});
+      // Listing its tools would offer the model run_typescript inside run_typescript, and every
+      // call through it would take a second run slot of the same limits.
+      const reason =
+        `it is Code Executor itself (its initialize answer names "${info.name}" ${info.version}), which does not call itself`;
+      this.#self = `Skipped MCP server "${this.config.name}" in ${this.config.source}: ${reason}`;
+      this.status = { name: this.config.name, state: "failed", error: `skipped: ${reason}` };
+      this.#options.log.warn(this.#self);
+      throw new Error(this.#self);
     }
     client.onerror = (error) => {
       if (!(error instanceof UpstreamMessageTooLarge)) return;
@@ -248,6 +279,19 @@ class UpstreamConnection {
     return client;
   }
 
+  /**
+   * The last lines the process wrote to stderr, once the stream has ended; a process that left
+   * a child holding it gets a moment, not a wait.
+   */
+  async #lastWords(): Promise<string[]> {
+    const stderr = this.#stderr;
+    if (!stderr) return [];
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([stderr.ended, new Promise((resolve) => timer = setTimeout(resolve, 250))]);
+    clearTimeout(timer);
+    return stderr.tail.lines();
+  }
+
   /** Why a client's transport closed itself, if it did. */
   fatalError(client: Client): Error | undefined {
     return this.#fatal.get(client);
@@ -265,19 +309,6 @@ class UpstreamConnection {
     this.#client = undefined;
     await client?.close().catch(() => {});
   }
-}
-
-function describeConnectError(error: Error, config: UpstreamServerConfig): string {
-  const message = error.message || String(error);
-  if (config.transport === "stdio" && /ENOENT|NotFound|not found|No such file/i.test(message)) {
-    return `command "${config.command}" was not found (check "command" in ${config.source})`;
-  }
-  if (/Connection closed|closed/i.test(message) && config.transport === "stdio") {
-    return `the process exited during start-up (${message}); run "${
-      [config.command, ...(config.args ?? [])].join(" ")
-    }" by hand to see why`;
-  }
-  return message;
 }
 
 /**

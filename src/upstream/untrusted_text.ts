@@ -10,11 +10,28 @@
 
 const MAX_DESCRIPTION = 300;
 
+/**
+ * Characters that could hide in text or change how it reads: control and format characters
+ * (zero-width ones, bidi overrides, the BOM), surrogates, private-use and unassigned code points.
+ * A zero-width joiner between `*` and `/` is not the end of a comment to TypeScript, but it looks
+ * like one to a model.
+ */
+const HIDDEN = /\p{C}/gu;
+
+/**
+ * Neutralizes what could make text read as something outside its comment to a model: a backtick
+ * (a Markdown code span or fence around the signatures) becomes `'`, and a `<` that opens a tag,
+ * a chat-template token or a comment (`</tool>`, `<system>`, `<|im_start|>`, `<!--`) becomes `‹`.
+ */
+function inertProse(text: string): string {
+  return text.replaceAll("`", "'").replace(/<(?=[A-Za-z/!?|])/g, "\u2039");
+}
+
 /** Makes untrusted text safe inside a one-line `/** … *\/` comment. */
 function sanitizeDoc(text: string): string {
-  // Control characters (newlines included) and bidi overrides become spaces, then \s (which also
-  // covers U+2028 and U+2029) collapses, so the comment stays on one line and reads as written.
-  let doc = text.replace(/[\p{Cc}\u202A-\u202E\u2066-\u2069]/gu, " ").replace(/\s+/g, " ").trim();
+  // Hidden characters (newlines included) become spaces, then \s (which also covers U+2028 and
+  // U+2029) collapses, so the comment stays on one line and reads as written.
+  let doc = inertProse(text.replace(HIDDEN, " ")).replace(/\s+/g, " ").trim();
   const chars = Array.from(doc);
   if (chars.length > MAX_DESCRIPTION) {
     doc = chars.slice(0, MAX_DESCRIPTION - 1).join("").trimEnd() + "…";
@@ -32,12 +49,43 @@ function sanitizeDoc(text: string): string {
  * @returns The text, or its string literal.
  */
 export function lineCommentText(text: string): string {
-  return /[\p{Cc}\p{Zl}\p{Zp}]/u.test(text) ? quote(text) : text;
+  return /[\p{C}\p{Zl}\p{Zp}<>`]|\*\//u.test(text) ? quote(text) : text;
 }
 
-/** A JSON string literal that is also a one-line TypeScript string literal. */
+/** `\uXXXX` for each UTF-16 unit of a character (two for one past U+FFFF). */
+function escapeUnits(char: string): string {
+  let out = "";
+  for (let i = 0; i < char.length; i++) {
+    out += `\\u${char.charCodeAt(i).toString(16).padStart(4, "0")}`;
+  }
+  return out;
+}
+
+/**
+ * A JSON string literal that is also a one-line TypeScript string literal, with every character
+ * that could hide or read as markup (`\p{C}`, line and paragraph separators, `<`, `>`, backtick)
+ * written as a `\uXXXX` escape: the value is the same, the text shows nothing but the escape.
+ */
 function quote(text: string): string {
-  return JSON.stringify(text).replaceAll("\u2028", "\\u2028").replaceAll("\u2029", "\\u2029");
+  return JSON.stringify(text).replace(
+    /[\p{C}\p{Zl}\p{Zp}<>`]/gu,
+    escapeUnits,
+  );
+}
+
+/**
+ * JSON text whose parse is exactly `value`, with every character that could hide or read as
+ * markup inside its strings escaped as `\uXXXX` (as {@linkcode stringLiteral} does): for JSON
+ * that the model reads (`search_tools` with `detail: "schemas"`).
+ *
+ * @param value A JSON value, untrusted.
+ * @returns The JSON text.
+ */
+export function inertJson(value: unknown): string {
+  return (JSON.stringify(value) ?? "null").replace(
+    /[\p{C}\p{Zl}\p{Zp}<>`]/gu,
+    escapeUnits,
+  );
 }
 
 /**
@@ -90,7 +138,7 @@ export function docCommentLines(text: string, options: DocCommentLinesOptions = 
     cut = true;
   }
   let lines = chars.join("").split(/\r\n|[\r\n\u2028\u2029]/).map((line) =>
-    line.replace(/[\p{Cc}\u202A-\u202E\u2066-\u2069]/gu, " ").trimEnd()
+    inertProse(line.replace(HIDDEN, " ")).trimEnd()
   );
   while (lines.length > 0 && lines[0].trim() === "") lines.shift();
   while (lines.length > 0 && lines.at(-1)!.trim() === "") lines.pop();

@@ -7,6 +7,7 @@
  */
 import { join } from "node:path";
 import { cancelled, CodeExecutorError, timedOut } from "../../errors.ts";
+import { principalShare } from "../../principals.ts";
 import { sealChildDenoDir } from "../child/deno_dir.ts";
 import { sandboxFile } from "../child/files.ts";
 import { WarmPool } from "../child/warm_pool.ts";
@@ -237,6 +238,8 @@ export class PythonRuntime implements LanguageRuntime {
     this.#sessions = new SessionStore({
       ttlMs: settings.python.sessionTtlMs,
       max: settings.python.maxSessions,
+      ownerMax: (owner) =>
+        principalShare(owner, settings.python.maxSessions, settings.python.principalMaxSessions),
       settingPrefix: "python",
       log,
     });

@@ -16,6 +16,7 @@ export interface SessionChild {
 }
 
 interface Session<T> {
+  owner: string;
   child: Promise<T>;
   lastUsed: number;
   queue: Promise<unknown>;
@@ -29,6 +30,7 @@ export class SessionStore<T extends SessionChild> {
   #sessions = new Map<string, Session<T>>();
   #ttlMs: number;
   #max: number;
+  #ownerMax: (owner: string) => number;
   #settingPrefix: string;
   #log: Logger;
   #sweeper: ReturnType<typeof setInterval> | undefined;
@@ -36,11 +38,19 @@ export class SessionStore<T extends SessionChild> {
   /**
    * Creates an empty store.
    *
-   * @param options Idle time-to-live, cap, the settings prefix named in errors, and the logger.
+   * @param options Idle time-to-live, cap, each owner's share of it (the whole cap when absent),
+   *   the settings prefix named in errors, and the logger.
    */
-  constructor(options: { ttlMs: number; max: number; settingPrefix: string; log: Logger }) {
+  constructor(options: {
+    ttlMs: number;
+    max: number;
+    ownerMax?: (owner: string) => number;
+    settingPrefix: string;
+    log: Logger;
+  }) {
     this.#ttlMs = options.ttlMs;
     this.#max = options.max;
+    this.#ownerMax = options.ownerMax ?? (() => options.max);
     this.#settingPrefix = options.settingPrefix;
     this.#log = options.log;
   }
@@ -86,7 +96,23 @@ export class SessionStore<T extends SessionChild> {
           } s`,
         );
       }
-      open = { child: create(), lastUsed: Date.now(), queue: Promise.resolve(), running: 0 };
+      const share = this.#ownerMax(session.owner);
+      const own = [...this.#sessions.values()].filter((s) => s.owner === session.owner).length;
+      if (own >= share) {
+        throw new CodeExecutorError(
+          "SessionLimitError",
+          `Cannot open session "${id}": ${own} of your sessions are open, your share of ${this.#settingPrefix}.maxSessions (${this.#settingPrefix}.principalMaxSessions); reuse one of them, or wait until an idle one expires after ${
+            Math.round(this.#ttlMs / 1000)
+          } s`,
+        );
+      }
+      open = {
+        owner: session.owner,
+        child: create(),
+        lastUsed: Date.now(),
+        queue: Promise.resolve(),
+        running: 0,
+      };
       open.child.catch(() => this.#drop(key));
       this.#sessions.set(key, open);
       this.#startSweeper();

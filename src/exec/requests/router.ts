@@ -18,7 +18,8 @@ import type { SkillLanguage, SkillRecord, SkillStore } from "../../skills/store.
 import type { Hub } from "../../upstream/hub.ts";
 import type { RunOutputs } from "../output_store.ts";
 import type { ExecutionResult } from "../result.ts";
-import { LOCAL_PRINCIPAL, type RunContext, type RunHold } from "../run.ts";
+import { LOCAL_PRINCIPAL } from "../../principals.ts";
+import type { RunContext, RunHold } from "../run.ts";
 import type { Lease } from "../runtime.ts";
 import { ApprovalGate, approverFor } from "./approvals.ts";
 import { MAX_SKILL_DEPTH, SkillBridge, type SkillSource } from "./skill_bridge.ts";
