@@ -26,7 +26,7 @@ import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
 import { EVERYTHING, MEMORY } from "../tests/_pins.ts";
 import { homeEnv, ROOT } from "../tests/_env.ts";
 import { THIRD_PARTY_CONFIG } from "../tests/_third_party.ts";
-import { ApprovalGate } from "../src/exec/approvals.ts";
+import { ApprovalGate } from "../src/exec/requests/approvals.ts";
 import { ApprovalPolicy } from "../src/policy/approvals.ts";
 
 const MODES = ["off", "ask"] as const;

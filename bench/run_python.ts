@@ -65,6 +65,8 @@ import { cacheHome, ROOT, serverEnv } from "../tests/_env.ts";
 import { sandboxPids } from "../tests/_proc.ts";
 import { resolveSettings } from "../src/config/settings.ts";
 import { Executor } from "../src/exec/executor.ts";
+import type { WarmPool } from "../src/exec/child/warm_pool.ts";
+import type { PyChild } from "../src/exec/python/child.ts";
 import { createLogger } from "../src/log.ts";
 
 const PY_CODE = "1 + 1";
@@ -374,7 +376,7 @@ async function runRefill(options: Options): Promise<RefillResult> {
   });
   const executor = await Executor.create(settings, { log: createLogger("warn") });
   try {
-    const pool = await executor.pythonPool();
+    const pool = await executor.runtime("python").pool() as WarmPool<PyChild>;
     pool.fill();
     await pool.settled();
     await sleep(SETTLE_MS);

@@ -19,7 +19,7 @@ import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { ENV_OVERRIDES, SettingsSchema } from "../src/config/settings.ts";
 import { ERROR_TYPES } from "../src/errors.ts";
-import { DEFAULT_PYTHON_IMPORTS } from "../src/exec/py_sandbox.ts";
+import { DEFAULT_PYTHON_IMPORTS } from "../src/exec/python/child.ts";
 
 /** The repository root. */
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -185,6 +185,7 @@ const ORIGIN_TITLES: Readonly<Record<string, string>> = {
   elicitation: "Asking the user",
   skills: "Skills",
   outputs: "Kept outputs",
+  state: "The shared state store",
   code: "The code's own errors",
 };
 

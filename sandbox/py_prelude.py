@@ -5,9 +5,9 @@ memory snapshot is taken (or at a cold boot). The host reads it and sends it in 
 so the sandbox process needs no permission to read it. Nothing here is a security boundary: the
 process's Deno permissions are (see SECURITY.md).
 
-It is one module of about 620 lines because it becomes one: the API, the import guard and the
-runner share module state (the bridge, the allowed imports, the run's globals and its pending
-handles), and the snapshot holds exactly this module.
+It is one module because it becomes one: the API, the import guard and the runner share module
+state (the bridge, the allowed imports, the run's globals and its pending handles), and the
+snapshot holds exactly this module.
 """
 import ast as _ast
 import asyncio as _asyncio

@@ -20,8 +20,8 @@
  * JavaScript runs and the process is not torn down while the host answers its client.
  *
  * This file must stay self-contained: it may be copied next to a compiled binary, and the child
- * loads exactly this one module before the code. That is why it is one file of about 560 lines
- * (console, API, frame channel and the run's end) rather than several.
+ * loads exactly this one module before the code. That is why the console, the API, the frame
+ * channel and the run's end are one file rather than several.
  *
  * @module
  */

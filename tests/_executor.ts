@@ -8,7 +8,7 @@ import { assertEquals } from "./_assert.ts";
 import { sandboxDirs } from "./_proc.ts";
 import { resolveSettings } from "../src/config/settings.ts";
 import { Executor } from "../src/exec/executor.ts";
-import type { PooledChild } from "../src/exec/warm_pool.ts";
+import type { PooledChild } from "../src/exec/child/warm_pool.ts";
 import { createLogger, type Logger } from "../src/log.ts";
 
 /**

@@ -5,7 +5,7 @@
  * @module
  */
 import { assert } from "./_assert.ts";
-import { CHILD_DIR_PREFIX } from "../src/exec/sandbox_process.ts";
+import { CHILD_DIR_PREFIX } from "../src/exec/child/process.ts";
 
 /** A process as `/proc/<pid>/stat` shows it. */
 export interface ProcessStat {

@@ -10,8 +10,8 @@ import { fileURLToPath } from "node:url";
 import { assert, assertEquals } from "./_assert.ts";
 import { leftovers, processGone } from "./_proc.ts";
 import { cacheDir } from "../src/config/paths.ts";
-import { PyChild, type PyChildOptions, type PyRunLimits } from "../src/exec/py_sandbox.ts";
-import { ensurePyodideSnapshot, findPyodideDir } from "../src/exec/pyodide.ts";
+import { PyChild, type PyChildOptions, type PyRunLimits } from "../src/exec/python/child.ts";
+import { ensurePyodideSnapshot, findPyodideDir } from "../src/exec/python/pyodide.ts";
 import { createLogger } from "../src/log.ts";
 
 const sandboxDir = fileURLToPath(new URL("../sandbox/", import.meta.url));

@@ -13,7 +13,7 @@ import { eventually } from "./_proc.ts";
 import { type ServerHarness, serverPid, startServer } from "./_stdio_server.ts";
 import { residentMb } from "../bench/_machine.ts";
 import { AUDIT_TOOL_CALLS_PER_RUN } from "../src/exec/run_audit.ts";
-import { MAX_TOOL_CALL_RECORDS } from "../src/exec/tool_bridge.ts";
+import { MAX_TOOL_CALL_RECORDS } from "../src/exec/requests/tool_bridge.ts";
 
 const MAX_OUTPUT_BYTES = 100 * 1024;
 /** The result's fixed allowance over maxOutputBytes: error text and the listed tool calls. */

@@ -169,14 +169,15 @@ Deno.test("Executor.runTypescript() leaves none of the code in Deno's emit cache
 
 Deno.test("Executor warm pool serves runs and is cleaned up on close", async () => {
   await withExecutor({ sandbox: { warmPool: 2 } }, async (executor) => {
-    await executor.pool.settled();
-    assertEquals(executor.pool.idle, 2);
+    const pool = await executor.runtime("typescript").pool();
+    await pool.settled();
+    assertEquals(pool.idle, 2);
     const result = await executor.runTypescript("return Deno.cwd()");
     assertEquals(result.ok, true);
-    assertEquals(executor.pool.idle, 1);
+    assertEquals(pool.idle, 1);
     await executor.idle();
-    await executor.pool.settled();
-    assertEquals(executor.pool.idle, 2);
+    await pool.settled();
+    assertEquals(pool.idle, 2);
   });
 });
 

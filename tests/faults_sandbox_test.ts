@@ -18,7 +18,8 @@ import { denoDir, ROOT } from "./_env.ts";
 import { leftovers } from "./_proc.ts";
 import { startServer } from "./_stdio_server.ts";
 import type { Logger } from "../src/log.ts";
-import { type ExecuteOptions, SandboxProcess } from "../src/exec/sandbox_process.ts";
+import type { ExecuteOptions } from "../src/exec/child/execution.ts";
+import { SandboxProcess } from "../src/exec/child/process.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
 
 const DENO = Deno.execPath();

@@ -1,5 +1,5 @@
 import { assertEquals, assertRejects } from "./_assert.ts";
-import { FrameReader, OutputCapture } from "../src/exec/frames.ts";
+import { FrameReader, OutputCapture } from "../src/exec/child/frames.ts";
 
 function streamOf(...chunks: string[]): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();

@@ -13,9 +13,8 @@ import { withTempDir } from "./_fs.ts";
 import { type ServerHarness, startServer } from "./_stdio_server.ts";
 import { startHttpServer } from "./_http_server.ts";
 import { callRun, connect } from "./_client.ts";
-import { OutputBudget, OutputCapture } from "../src/exec/frames.ts";
-import { keepParts, OutputStore, RunOutputs } from "../src/exec/output_store.ts";
-import type { KeptOutput } from "../src/exec/result.ts";
+import { OutputBudget, OutputCapture } from "../src/exec/child/frames.ts";
+import { keepParts, type KeptOutput, OutputStore, RunOutputs } from "../src/exec/output_store.ts";
 
 const MAX_OUTPUT_BYTES = 100 * 1024;
 /** The result's fixed allowance over maxOutputBytes (tests/bounds_test.ts). */

@@ -12,7 +12,7 @@ import { type ServerHarness, startServer } from "./_stdio_server.ts";
 import { PersonalDataDetector } from "../src/privacy/detect.ts";
 import { RunTokenizer } from "../src/privacy/tokenizer.ts";
 import { PlaceholderVault } from "../src/privacy/vault.ts";
-import { utf8Head } from "../src/exec/frames.ts";
+import { utf8Head } from "../src/exec/child/frames.ts";
 
 const FIXTURES = new URL("./fixtures/", import.meta.url);
 const CAP = 256 * 1024;

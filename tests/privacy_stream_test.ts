@@ -14,7 +14,7 @@ import { SHARE_CHARS } from "../src/privacy/stream.ts";
 import { resolveSettings } from "../src/config/settings.ts";
 import { RunTokenizer } from "../src/privacy/tokenizer.ts";
 import { PlaceholderVault } from "../src/privacy/vault.ts";
-import { OutputCapture, utf8Head } from "../src/exec/frames.ts";
+import { OutputCapture, utf8Head } from "../src/exec/child/frames.ts";
 
 const FIXTURES = new URL("./fixtures/", import.meta.url);
 const detector = new PersonalDataDetector();

@@ -6,7 +6,7 @@
 import { assert, assertEquals } from "./_assert.ts";
 import { sandboxPids } from "./_proc.ts";
 import { PoolMember as Member, withExecutor } from "./_executor.ts";
-import { WarmPool } from "../src/exec/warm_pool.ts";
+import { WarmPool } from "../src/exec/child/warm_pool.ts";
 import { createLogger } from "../src/log.ts";
 
 const log = createLogger("error");
@@ -72,7 +72,7 @@ Deno.test("a burst of Python runs grows the pool, idle shrinks it, and no proces
     limits: { maxConcurrent: 3 },
     python: { warmPool: 1, warmPoolBurst: 1, warmPoolIdleMs: 3_000 },
   }, async (executor, tempDir) => {
-    const pool = await executor.pythonPool();
+    const pool = await executor.runtime("python").pool();
     const children = () => sandboxPids(tempDir, ["py_host.ts"]);
     await eventually("the pool holds its child", async () => {
       await pool.settled();

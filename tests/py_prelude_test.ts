@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { leftovers } from "./_proc.ts";
 import { LIMITS, withPyChild } from "./_pyodide.ts";
-import { pythonPrelude } from "../src/exec/runtime_files.ts";
+import { pythonPrelude } from "../src/exec/child/files.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
 
 const sandboxDir = fileURLToPath(new URL("../sandbox/", import.meta.url));

@@ -6,7 +6,7 @@
  */
 import { assertEquals, assertMatch } from "./_assert.ts";
 import { LIMITS, withPyChild } from "./_pyodide.ts";
-import type { PyChildOptions } from "../src/exec/py_sandbox.ts";
+import type { PyChildOptions } from "../src/exec/python/child.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
 
 /** Runs each piece of code in turn in one session child; returns their results. */

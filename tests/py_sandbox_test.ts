@@ -6,13 +6,13 @@ import {
   DEFAULT_PYTHON_IMPORTS,
   type PyChildOptions,
   type PyRunLimits,
-} from "../src/exec/py_sandbox.ts";
+} from "../src/exec/python/child.ts";
 import {
   findPyodideDir,
   isPyodideDir,
   PYODIDE_VERSION,
   pyodideCandidates,
-} from "../src/exec/pyodide.ts";
+} from "../src/exec/python/pyodide.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
 
 function runPy(

@@ -8,9 +8,9 @@
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { eventually, leftovers, processGone, processStat } from "./_proc.ts";
 import { LIMITS, withPyChild } from "./_pyodide.ts";
-import type { PyChild } from "../src/exec/py_sandbox.ts";
+import type { PyChild } from "../src/exec/python/child.ts";
 import { parentDeathHelper } from "../src/parent_death.ts";
-import { removeStaleDirs } from "../src/exec/runtime_files.ts";
+import { removeStaleDirs } from "../src/exec/child/files.ts";
 import { createLogger } from "../src/log.ts";
 
 const log = createLogger("error");

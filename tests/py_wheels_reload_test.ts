@@ -43,7 +43,7 @@ Deno.test("Executor.runPython() imports the wheels python.wheelDirs holds now, w
         assertEquals(result.error, undefined);
         return result.returnValue;
       };
-      await (await executor.pythonPool()).settled();
+      await (await executor.runtime("python").pool()).settled();
       assertEquals(await value(), "A");
       assertEquals(await value("opened-before"), "A");
 

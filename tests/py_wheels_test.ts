@@ -3,13 +3,13 @@ import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { captureWarnings, withExecutor } from "./_executor.ts";
 import { LIMITS, withPyChild } from "./_pyodide.ts";
 import { zipStored } from "../src/codegen/wheel.ts";
-import type { PyChild, PyChildOptions } from "../src/exec/py_sandbox.ts";
+import type { PyChild, PyChildOptions } from "../src/exec/python/child.ts";
 import {
   impureWheelReason,
   type LocalWheel,
   readWheels,
   wheelModules,
-} from "../src/exec/py_wheels.ts";
+} from "../src/exec/python/wheels.ts";
 
 /** A zip archive of stored entries, in the order given: all a wheel needs. */
 function zip(files: Record<string, string>): Uint8Array {

@@ -26,7 +26,7 @@ import { eventually, sandboxPids, seenIdle } from "./_proc.ts";
 import { withTempDir } from "./_fs.ts";
 import { closeAndCheck, type ServerHarness, startServer } from "./_stdio_server.ts";
 import { forgedJsonRpcLines, recordInbound } from "./_client.ts";
-import { DEFAULT_PYTHON_IMPORTS } from "../src/exec/py_sandbox.ts";
+import { DEFAULT_PYTHON_IMPORTS } from "../src/exec/python/child.ts";
 
 /** Idle Python children the server keeps, so that most runs skip the ~1 s interpreter boot. */
 const WARM_POOL = 2;

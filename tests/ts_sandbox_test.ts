@@ -5,9 +5,9 @@ import { eventually, isAlive, leftovers, sandboxPids } from "./_proc.ts";
 import { resolveSettings } from "../src/config/settings.ts";
 import { cacheDir } from "../src/config/paths.ts";
 import { Executor } from "../src/exec/executor.ts";
-import { findDeno } from "../src/exec/runtime_files.ts";
-import { TsChild, type TsChildOptions } from "../src/exec/ts_sandbox.ts";
-import { wrapTypescript } from "../src/exec/ts_source.ts";
+import { findDeno } from "../src/exec/child/files.ts";
+import { TsChild, type TsChildOptions } from "../src/exec/typescript/child.ts";
+import { wrapTypescript } from "../src/exec/typescript/source.ts";
 import { createLogger } from "../src/log.ts";
 
 const RUNNER = fileURLToPath(new URL("../sandbox/ts_runner.ts", import.meta.url));

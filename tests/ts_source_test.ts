@@ -1,5 +1,5 @@
 import { assertEquals } from "./_assert.ts";
-import { scanTopLevel, wrapTypescript } from "../src/exec/ts_source.ts";
+import { scanTopLevel, wrapTypescript } from "../src/exec/typescript/source.ts";
 
 function hoisted(code: string): string[] {
   return scanTopLevel(code).imports.map(([s, e]) => code.slice(s, e));

@@ -7,7 +7,7 @@
  */
 import { assertEquals } from "./_assert.ts";
 import { PoolMember as Member } from "./_executor.ts";
-import { WarmPool } from "../src/exec/warm_pool.ts";
+import { WarmPool } from "../src/exec/child/warm_pool.ts";
 import { createLogger } from "../src/log.ts";
 
 const log = createLogger("error");

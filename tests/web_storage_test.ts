@@ -79,7 +79,7 @@ Deno.test("run_typescript keeps none of the code in Deno's caches, in plain text
   // A pooled child (warm pool on) and a child started for the run (pool off) load code differently.
   for (const warmPool of [1, 0]) {
     await withExecutor({ sandbox: { warmPool } }, async (executor) => {
-      await executor.pool.settled();
+      await (await executor.runtime("typescript").pool()).settled();
       const marker = `marker_${crypto.randomUUID().replaceAll("-", "")}`;
       const result = await executor.runTypescript(`const ${marker}: number = 1; return ${marker}`);
       assertEquals(result.returnValue, 1);

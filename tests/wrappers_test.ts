@@ -28,7 +28,7 @@ import {
 import { generatePython, pythonString } from "../src/codegen/python.ts";
 import { generateTypescript } from "../src/codegen/typescript.ts";
 import { buildWheel } from "../src/codegen/wheel.ts";
-import { readWheels, wheelModules } from "../src/exec/py_wheels.ts";
+import { readWheels, wheelModules } from "../src/exec/python/wheels.ts";
 import { proxyName } from "../src/upstream/signatures.ts";
 import { docCommentLines, stringLiteral } from "../src/upstream/untrusted_text.ts";
 

@@ -8,13 +8,11 @@
  * @module
  */
 import { join } from "node:path";
+import { cacheDir } from "../config/paths.ts";
 import { loadSettings } from "../config/settings.ts";
 import { createLogger, type Logger } from "../log.ts";
-import { PyChild } from "../exec/py_sandbox.ts";
-import { type PythonRuntime, startPythonRuntime } from "../exec/py_runtime.ts";
-import { type SandboxLocations, sandboxLocations } from "../exec/runtime_files.ts";
-import { sealChildDenoDir, TsChild } from "../exec/ts_sandbox.ts";
-import { wrapTypescript } from "../exec/ts_source.ts";
+import { Executor } from "../exec/executor.ts";
+import type { LanguageRuntime } from "../exec/runtime.ts";
 
 /** Options of {@linkcode prepare}. */
 export interface PrepareOptions {
@@ -23,9 +21,6 @@ export interface PrepareOptions {
   /** Where the executor's warnings go; a stderr logger by default. */
   log?: Logger;
 }
-
-/** How long a sandbox run of `prepare` may take; a cold first run is well under it. */
-const RUN_TIMEOUT_MS = 60_000;
 
 /** The subdirectories of the cache that `prepare` fills; nothing private is in them. */
 const PREPARED_DIRS = ["sandbox", "deno", "pyodide"];
@@ -46,45 +41,25 @@ class PrepareError extends Error {
  */
 export async function prepare(options: PrepareOptions = {}): Promise<number> {
   const write = options.write ?? ((line: string) => console.log(line));
-  const warnings: string[] = [];
-  const base = options.log ?? createLogger();
-  const log: Logger = {
-    ...base,
-    warn: (message) => {
-      warnings.push(message);
-      base.warn(message);
-    },
-  };
+  const log = options.log ?? createLogger();
   try {
     const { settings } = await loadSettings();
     write(`Modules loaded on demand: ${await loadOnDemandModules()}`);
-    const where = await sandboxLocations(settings);
-    write(`TypeScript: ${await prepareTypescript(where, settings.limits.memoryMb, log)}`);
-    if (settings.python.enabled) {
-      const closing = new AbortController();
-      try {
-        const started = performance.now();
-        const runtime = await startPythonRuntime({
-          ...where,
-          settings,
-          log,
-          closing: closing.signal,
-        });
-        try {
-          const snapshotDir = join(where.cacheDir, "pyodide");
-          write(`Python: ${await preparePython(runtime, snapshotDir, started, warnings)}`);
-        } finally {
-          await runtime.pool.close();
-        }
-      } finally {
-        closing.abort();
-      }
-    } else {
-      write("Python: skipped (python.enabled is false)");
+    // The server's own start-up, without its warm pools: each runtime then builds what it needs.
+    const executor = await Executor.create(settings, { log, warmPools: false });
+    try {
+      write(`TypeScript: ${await prepared(executor.runtime("typescript"))}`);
+      write(
+        settings.python.enabled
+          ? `Python: ${await prepared(executor.runtime("python"))}`
+          : "Python: skipped (python.enabled is false)",
+      );
+    } finally {
+      await executor.close();
     }
     const dirs = [];
     for (const name of PREPARED_DIRS) {
-      const dir = join(where.cacheDir, name);
+      const dir = join(cacheDir(), name);
       if (await shareReadable(dir)) dirs.push(dir);
     }
     write(`Readable by every user: ${dirs.join(", ")}`);
@@ -95,6 +70,15 @@ export async function prepare(options: PrepareOptions = {}): Promise<number> {
       `code-executor prepare: ${known ? (error as Error).message : (error as Error).stack}`,
     );
     return 1;
+  }
+}
+
+/** Runs a language's `prepare`; what fails there is reported by its message. */
+async function prepared(runtime: LanguageRuntime): Promise<string> {
+  try {
+    return await runtime.prepare();
+  } catch (error) {
+    throw new PrepareError((error as Error).message, { cause: error });
   }
 }
 
@@ -117,103 +101,6 @@ async function loadOnDemandModules(): Promise<string> {
     });
   }
   return "setup, sync, wrappers, gpt-tokenizer";
-}
-
-/**
- * Runs code in a TypeScript child spawned for it, as the server does for a run with its own
- * permissions: such a child writes the runner's compiled JavaScript to the children's Deno cache
- * (pooled children do not), which later children then read.
- */
-async function prepareTypescript(
-  where: SandboxLocations,
-  memoryMb: number,
-  log: Logger,
-): Promise<string> {
-  const started = performance.now();
-  const cannotStart = (why: string) =>
-    new PrepareError(
-      `Cannot start a TypeScript sandbox (deno at "${where.denoPath}"${why}): set sandbox.denoPath or DENO_PATH to a working Deno ${Deno.version.deno}`,
-    );
-  const child = await TsChild.spawn({ ...where, denoDir: where.tsDenoDir, memoryMb, log }).catch(
-    (error) => {
-      throw cannotStart(`: ${(error as Error).message}`);
-    },
-  );
-  try {
-    if (!(await child.ready)) throw cannotStart("");
-    const result = await child.run(wrapTypescript("return 6 * 7"), {
-      timeoutMs: RUN_TIMEOUT_MS,
-      maxOutputBytes: 64 * 1024,
-    });
-    if (!result.ok || result.returnValue !== 42) {
-      throw new PrepareError(
-        `A TypeScript sandbox did not run code: ${
-          result.error ? `${result.error.type}: ${result.error.message}` : JSON.stringify(result)
-        }`,
-      );
-    }
-  } finally {
-    await child.dispose();
-    await sealChildDenoDir(where.tsDenoDir, true);
-    await sealChildDenoDir(where.denoDir, false);
-  }
-  return `the runner is compiled into ${where.tsDenoDir}; a run took ${
-    Math.round(performance.now() - started)
-  } ms`;
-}
-
-/**
- * Checks what `startPythonRuntime` found and built: a snapshot, and a child that boots from it
- * and runs code.
- */
-async function preparePython(
-  runtime: PythonRuntime,
-  snapshotDir: string,
-  started: number,
-  warnings: string[],
-): Promise<string> {
-  const { snapshotPath, pyodideDir } = runtime.base;
-  if (!snapshotPath) {
-    // ensurePyodideSnapshot reports why as a warning, which starts with what it means for the
-    // server ("Python children will boot without a memory snapshot (slower): …").
-    const reason = warnings.at(-1)?.replace(/^Python children will boot [^:]*: /, "");
-    throw new PrepareError(
-      `Cannot build the Pyodide memory snapshot in ${snapshotDir}: ${
-        reason ?? "no reason was given"
-      }`,
-    );
-  }
-  const readyMs = Math.round(performance.now() - started);
-  const child = await PyChild.spawn(runtime.base);
-  try {
-    if (!(await child.ready)) {
-      throw new PrepareError(`Cannot start a Python sandbox: ${warnings.at(-1) ?? "no reason"}`);
-    }
-    if (!child.boot?.fromSnapshot) {
-      throw new PrepareError(
-        `A Python sandbox booted without the snapshot ${snapshotPath}: ${
-          child.boot?.snapshotError ?? "no reason was given"
-        }`,
-      );
-    }
-    const result = await child.run("6 * 7", {
-      timeoutMs: RUN_TIMEOUT_MS,
-      maxOutputBytes: 64 * 1024,
-    });
-    if (!result.ok || result.returnValue !== 42) {
-      throw new PrepareError(
-        `A Python sandbox did not run code: ${
-          result.error ? `${result.error.type}: ${result.error.message}` : JSON.stringify(result)
-        }`,
-      );
-    }
-  } finally {
-    await child.dispose();
-  }
-  const bytes = (await Deno.stat(snapshotPath)).size;
-  return `Pyodide in ${pyodideDir}; snapshot ${snapshotPath} (${
-    (bytes / 1e6).toFixed(1)
-  } MB, ready after ${readyMs} ms); a child booted from it and ran code`;
 }
 
 /**

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { PYTHON_KEYWORDS } from "../python_keywords.ts";
 import { proxyName } from "../upstream/signatures.ts";
 
 /**
@@ -79,45 +80,6 @@ export const TYPESCRIPT_RESERVED: ReadonlySet<string> = new Set([
   "llm",
   "askUser",
   "progress",
-]);
-
-/** Keywords only: what a Python parameter name must avoid (builtins may be shadowed there). */
-export const PYTHON_KEYWORDS: ReadonlySet<string> = new Set([
-  "False",
-  "None",
-  "True",
-  "and",
-  "as",
-  "assert",
-  "async",
-  "await",
-  "break",
-  "class",
-  "continue",
-  "def",
-  "del",
-  "elif",
-  "else",
-  "except",
-  "finally",
-  "for",
-  "from",
-  "global",
-  "if",
-  "import",
-  "in",
-  "is",
-  "lambda",
-  "nonlocal",
-  "not",
-  "or",
-  "pass",
-  "raise",
-  "return",
-  "try",
-  "while",
-  "with",
-  "yield",
 ]);
 
 /**

@@ -10,15 +10,11 @@
  *
  * @module
  */
+import { PYTHON_KEYWORDS } from "../python_keywords.ts";
+import { isPlainObject } from "../_util.ts";
 import { resolvePointer } from "../upstream/schema_to_type.ts";
 import { fullToolName } from "../upstream/signatures.ts";
-import {
-  assignNames,
-  isPythonIdentifier,
-  PYTHON_KEYWORDS,
-  pythonFunctionNames,
-  snakeName,
-} from "./names.ts";
+import { assignNames, isPythonIdentifier, pythonFunctionNames, snakeName } from "./names.ts";
 import type { WrapperTool } from "./typescript.ts";
 
 /** The Python package the generated modules live in (a namespace package). */
@@ -131,7 +127,7 @@ interface PythonContext {
 
 /** Returns the union's members; `["Any"]` absorbs everything. */
 function renderPython(schema: unknown, context: PythonContext, depth: number): string[] {
-  if (!isRecord(schema) || depth > MAX_DEPTH || ++context.nodes > MAX_NODES) return ["Any"];
+  if (!isPlainObject(schema) || depth > MAX_DEPTH || ++context.nodes > MAX_NODES) return ["Any"];
   let members: string[];
   if (typeof schema.$ref === "string") {
     const target = resolvePointer(schema.$ref, context.root);
@@ -159,9 +155,9 @@ function renderPython(schema: unknown, context: PythonContext, depth: number): s
       ? [schema.type]
       : Array.isArray(schema.type)
       ? schema.type
-      : isRecord(schema.properties)
+      : isPlainObject(schema.properties)
       ? ["object"]
-      : isRecord(schema.items)
+      : isPlainObject(schema.items)
       ? ["array"]
       : [];
     members = types.length === 0 ? ["Any"] : types.map((type) => {
@@ -178,12 +174,17 @@ function renderPython(schema: unknown, context: PythonContext, depth: number): s
           return "None";
         case "array":
           return `list[${
-            union(isRecord(schema.items) ? renderPython(schema.items, context, depth + 1) : ["Any"])
+            union(
+              isPlainObject(schema.items)
+                ? renderPython(schema.items, context, depth + 1)
+                : ["Any"],
+            )
           }]`;
         case "object": {
-          const values = !isRecord(schema.properties) && isRecord(schema.additionalProperties)
-            ? union(renderPython(schema.additionalProperties, context, depth + 1))
-            : "Any";
+          const values =
+            !isPlainObject(schema.properties) && isPlainObject(schema.additionalProperties)
+              ? union(renderPython(schema.additionalProperties, context, depth + 1))
+              : "Any";
           return `dict[str, ${values}]`;
         }
         default:
@@ -310,7 +311,7 @@ interface Parameter {
 }
 
 function parameters(schema: Record<string, unknown>): { params: Parameter[]; open: boolean } {
-  const properties = isRecord(schema.properties) ? schema.properties : {};
+  const properties = isPlainObject(schema.properties) ? schema.properties : {};
   const all = Object.keys(properties);
   const keys = all.slice(0, MAX_PARAMETERS);
   const required = new Set(
@@ -329,7 +330,7 @@ function parameters(schema: Record<string, unknown>): { params: Parameter[]; ope
   });
   const params = keys.map((property) => {
     const value = properties[property];
-    const description = isRecord(value) && typeof value.description === "string"
+    const description = isPlainObject(value) && typeof value.description === "string"
       ? value.description
       : "";
     return {
@@ -344,7 +345,7 @@ function parameters(schema: Record<string, unknown>): { params: Parameter[]; ope
 }
 
 function toolFunction(server: string, tool: WrapperTool, id: string): string[] {
-  const schema = isRecord(tool.inputSchema) ? tool.inputSchema : {};
+  const schema = isPlainObject(tool.inputSchema) ? tool.inputSchema : {};
   const { params, open } = parameters(schema);
   const full = fullToolName(server, String(tool.name));
   const result = tool.outputSchema === undefined ? "Any" : schemaToPythonType(tool.outputSchema);
@@ -399,10 +400,6 @@ function oneLine(text: string, max: number): string {
 function truncate(text: string, max: number): string {
   const chars = Array.from(text);
   return chars.length <= max ? text : chars.slice(0, max - 1).join("").trimEnd() + "…";
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function compare(a: string, b: string): number {

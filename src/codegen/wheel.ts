@@ -1,7 +1,7 @@
 /**
  * Pure-Python wheels of generated modules, so that `run_python` can import them: the Python
  * sandbox cannot read the host's files, but it unpacks the wheels of `python.wheelDirs` (see
- * `src/exec/py_wheels.ts`). The archive is a plain zip of stored entries with a fixed timestamp,
+ * `src/exec/python/wheels.ts`). The archive is a plain zip of stored entries with a fixed timestamp,
  * so the same files always give the same bytes.
  *
  * @module

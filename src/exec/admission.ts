@@ -6,7 +6,7 @@
  */
 import type { Settings } from "../config/settings.ts";
 import { RateLimiter } from "../policy/tool_policy.ts";
-import { abortError, CodeExecutorError } from "../errors.ts";
+import { cancelled, CodeExecutorError } from "../errors.ts";
 import { principalShare } from "../principals.ts";
 
 /** What a caller asked for, as far as admission is concerned. */
@@ -88,7 +88,7 @@ class FairSlots {
       };
       const onAbort = () => {
         this.#waiting = this.#waiting.filter((w) => w !== waiter);
-        reject(abortError(signal, "The execution was cancelled while queued"));
+        reject(cancelled(signal, { during: "while queued" }));
       };
       signal?.addEventListener("abort", onAbort, { once: true });
       this.#waiting.push(waiter);

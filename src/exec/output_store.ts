@@ -13,7 +13,7 @@
  * @module
  */
 import { CodeExecutorError } from "../errors.ts";
-import { utf8Head } from "./frames.ts";
+import { utf8Head } from "./child/frames.ts";
 
 /** The scheme and path of a kept output's URI; the id follows. */
 export const OUTPUT_URI_PREFIX = "code-executor://output/";

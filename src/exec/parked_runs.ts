@@ -21,7 +21,7 @@ import type {
 import type { SamplingRequest, SamplingResponse } from "../sampling/types.ts";
 import { CodeExecutorError } from "../errors.ts";
 import type { ExecutionResult } from "./result.ts";
-import { RunHold } from "./execution.ts";
+import { RunHold } from "./run.ts";
 
 /** One question for the client, as an `input_required` result carries it. */
 export type InputAsk =

@@ -8,9 +8,6 @@ import type { StdoutTokenizer } from "../privacy/stream.ts";
 import type { RunTokenizer } from "../privacy/tokenizer.ts";
 import type { KeptOutput } from "./output_store.ts";
 
-export type { ExecutionErrorInfo } from "../errors.ts";
-export type { KeptOutput } from "./output_store.ts";
-
 /** One upstream tool call made by the code. */
 export interface ToolCallRecord {
   /** The full tool name, `mcp__server__tool`. */

@@ -5,7 +5,9 @@
  *
  * @module
  */
+import type { Settings } from "../config/settings.ts";
 import type { AuditLog } from "../policy/audit.ts";
+import type { RunTokenizer } from "../privacy/tokenizer.ts";
 import { sha256Hex } from "../_util.ts";
 import type { ExecutionResult } from "./result.ts";
 
@@ -23,18 +25,16 @@ export interface RunAuditEntry {
   principal: string;
   /** `typescript` or `python`. */
   language: string;
-  /** The code; only its hash is recorded unless `includeCode`. */
+  /** The code; only its hash is recorded unless `audit.includeCode`. */
   code: string;
-  /** Record the code itself (`audit.includeCode`). */
-  includeCode: boolean;
-  /** The code as recorded, when not `code` itself (placeholders for personal data). */
-  recordedCode?: string;
   /** The Python session, if any. */
   session?: string;
-  /** The globs of tools the run could call. */
-  allowedTools: readonly string[];
-  /** The admin's refused globs. */
-  deniedTools: readonly string[];
+  /** The globs of tools the caller allowed; the admin's `tools.allow` when none. */
+  allowedTools?: readonly string[];
+  /** The admin's `audit` and `tools` settings. */
+  settings: Pick<Settings, "audit" | "tools">;
+  /** With `privacy.tokenize`: the code is recorded with the placeholders the model sees. */
+  tokenizer?: RunTokenizer;
   /** What the run produced. */
   result: ExecutionResult;
 }
@@ -48,7 +48,7 @@ const encoder = new TextEncoder();
  * @param entry The run.
  */
 export function recordRun(audit: AuditLog, entry: RunAuditEntry): void {
-  const { result, executionId } = entry;
+  const { result, executionId, settings } = entry;
   const calls = result.toolCalls.slice(0, AUDIT_TOOL_CALLS_PER_RUN);
   const omitted = result.toolCalls.length - calls.length + (result.toolCallsOmitted ?? 0);
   audit.record({
@@ -58,9 +58,12 @@ export function recordRun(audit: AuditLog, entry: RunAuditEntry): void {
     language: entry.language,
     ...(entry.session ? { session: entry.session } : {}),
     codeSha256: sha256Hex(entry.code),
-    ...(entry.includeCode ? { code: entry.recordedCode ?? entry.code } : {}),
-    allowedTools: entry.allowedTools,
-    deniedTools: entry.deniedTools,
+    // The values the code itself holds are written down as the placeholders the model sees.
+    ...(settings.audit.includeCode
+      ? { code: entry.tokenizer ? entry.tokenizer.text(entry.code) : entry.code }
+      : {}),
+    allowedTools: entry.allowedTools ?? settings.tools.allow,
+    deniedTools: settings.tools.deny,
     toolCalls: calls.map((c) => ({ name: c.name, ok: c.ok, ms: c.durationMs })),
     ...(omitted > 0 ? { toolCallsOmitted: omitted } : {}),
     outcome: result.ok ? "ok" : "error",

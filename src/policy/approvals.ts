@@ -1,7 +1,7 @@
 /**
  * Which upstream calls need a person's yes (`approvals`), how such a call is shown to that person,
  * and the one-time approvals given through `approve_pending_calls` by clients that cannot ask
- * their user themselves. Pure policy: asking is `src/exec/approvals.ts`.
+ * their user themselves. Pure policy: asking is `src/exec/requests/approvals.ts`.
  *
  * @module
  */

@@ -18,7 +18,7 @@ import {
   SkillsExtension,
   type SkillSource,
 } from "@modelcontextprotocol/server/ext/skills";
-import { LOCAL_PRINCIPAL } from "../exec/run_options.ts";
+import { LOCAL_PRINCIPAL } from "../principals.ts";
 import type { Logger } from "../log.ts";
 import type { SkillRecord, SkillStore } from "../skills/store.ts";
 import { SKILL_NAME_PATTERN } from "../skills/validate.ts";

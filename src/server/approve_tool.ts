@@ -9,7 +9,7 @@
  */
 import { fromJsonSchema, type McpServer, type ServerContext } from "@modelcontextprotocol/server";
 import type { Executor } from "../exec/executor.ts";
-import { LOCAL_PRINCIPAL } from "../exec/run_options.ts";
+import { LOCAL_PRINCIPAL } from "../principals.ts";
 
 /** The tool's name, which refusals name. */
 export const APPROVE_TOOL = "approve_pending_calls";

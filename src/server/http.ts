@@ -5,18 +5,22 @@
  * to {@linkcode LegacySessions}, where sampling, elicitation and progress reach the client through
  * its stream, as over stdio.
  *
- * Before a request reaches either: the request cap, the `Host` and `Origin` checks (DNS
- * rebinding; 403), the OAuth discovery documents, the path, the body deadline and the principal's
- * authentication (401/403). `/healthz` and `/readyz` answer without auth and reveal nothing.
+ * Before a request reaches either, it passes one step per concern, in order, as Hono keeps its
+ * middleware apart: the request cap and its log line ({@linkcode countAndLog}), the probes
+ * ({@linkcode probes}: `/healthz` and `/readyz` answer without auth and reveal nothing), the `Host`
+ * and `Origin` checks ({@linkcode guardHost}: DNS rebinding, 403), the OAuth discovery documents,
+ * the path and the principal's authentication ({@linkcode authenticate}: 401/403), the principal's
+ * share of the request cap ({@linkcode capPrincipal}), and the body's deadline and size
+ * ({@linkcode limitBody}: 408/413); then {@linkcode dispatchEra}.
  *
  * Every request is logged at info when it ends (an event stream when it closes): method, path
  * (one this server does not serve as `(other path)`, since it is the caller's text), status,
  * milliseconds, principal and, for refused credentials, the reason (`refused=expired`); never a
- * header, a query string or a token. Until then it counts
- * against `http.maxRequests`; past the cap, new sessions and 2026-era requests get 503, while
- * `/healthz`, `/readyz` and the requests of open sessions are still served. Each principal's
- * requests, its sessions' included, also count against its share (`http.principalMaxRequests`,
- * half the cap by default), so that no principal can fill the cap for the others.
+ * header, a query string or a token. Until then it counts against `http.maxRequests`; past the
+ * cap, new sessions and 2026-era requests get 503, while `/healthz`, `/readyz` and the requests of
+ * open sessions are still served. Each principal's requests, its sessions' included, also count
+ * against its share (`http.principalMaxRequests`, half the cap by default), so that no principal
+ * can fill the cap for the others ({@linkcode capPrincipal}).
  *
  * @module
  */
@@ -27,14 +31,14 @@ import {
   isLegacyRequest,
   type McpHttpHandler,
   originValidationResponse,
-  readRequestBody,
 } from "@modelcontextprotocol/server";
 import type { Settings } from "../config/settings.ts";
 import type { Logger } from "../log.ts";
-import { type Authenticator, authMode, createAuthenticator } from "./http_auth.ts";
-import { refusalReason } from "./auth_refusals.ts";
 import { isHttpPrincipal, principalShare } from "../principals.ts";
+import { refusalReason } from "./auth_refusals.ts";
+import { type Authenticator, authMode, createAuthenticator } from "./http_auth.ts";
 import { LegacySessions, rpcError } from "./http_sessions.ts";
+import { listen, type ReadBody, readBody, untilSent, within } from "./http_io.ts";
 import { type CodeExecutorServer, createServer, type ServerDeps } from "./server.ts";
 
 /** What the endpoint needs from the rest of the server. */
@@ -111,131 +115,229 @@ export function hostAllowlists(settings: Settings): { hosts?: string[]; origins:
   return { hosts: hosts.length > 0 ? hosts : undefined, origins };
 }
 
-/** A request's body, read once. */
-interface ReadBody {
-  /** Over the limit: nothing was kept. */
-  tooLarge?: boolean;
-  /** The JSON of the body, when it is JSON. */
-  parsed?: unknown;
-  /** A copy of the request with its body, for a body that is not JSON (the SDK answers it). */
-  request?: Request;
+/** A request on its way through the endpoint's steps, with what they learned of it. */
+interface Incoming {
+  request: Request;
+  /** The URL's path. */
+  path: string;
+  /** Who sent it, once {@linkcode authenticate} has checked. */
+  principal?: AuthInfo;
+  /** Its body, once {@linkcode limitBody} has read it. */
+  body?: ReadBody;
+  /** The principal it counts against, once {@linkcode capPrincipal} has counted it. */
+  counted?: string;
 }
 
 /**
- * Reads a POST's body once. JSON is returned parsed; anything else is put back into a copy of
- * the request, so that the SDK gives its usual answer (406, 415 or 400, in its order).
+ * One concern of the endpoint, as Hono writes middleware: it answers the request itself, or
+ * calls `next` for the steps after it (and may see their response).
  */
-async function readBody(request: Request, maxBytes: number): Promise<ReadBody> {
-  if (request.method !== "POST") return {};
-  const read = await readRequestBody(request, maxBytes);
-  if (read.tooLarge) return { tooLarge: true };
-  try {
-    if (read.text.length > 0) return { parsed: JSON.parse(read.text) };
-  } catch {
-    // Not JSON: the SDK says so below.
-  }
-  return {
-    request: new Request(request.url, {
-      method: request.method,
-      headers: request.headers,
-      body: read.text,
-      signal: request.signal,
-    }),
+type Step = (incoming: Incoming, next: () => Promise<Response>) => Promise<Response>;
+
+/** What the steps share and the endpoint changes: whether it takes requests, and its auth. */
+interface EndpointState {
+  /** False once draining: new requests get 503. */
+  accepting: boolean;
+  /** Made once the socket is bound (the OAuth resource URL holds the port). */
+  auth?: Authenticator;
+  /** Requests being handled, open streams included. */
+  inFlight: number;
+  /** The same, per HTTP principal, its open sessions' included. */
+  inFlightOf: Map<string, number>;
+}
+
+/** Runs `incoming` through the steps in order, then `last`. */
+function runSteps(
+  steps: readonly Step[],
+  last: (incoming: Incoming) => Promise<Response>,
+  incoming: Incoming,
+): Promise<Response> {
+  const at = (index: number): Promise<Response> =>
+    index < steps.length ? steps[index](incoming, () => at(index + 1)) : last(incoming);
+  return at(0);
+}
+
+/**
+ * Counts each request against `http.maxRequests` until its body has been sent, and logs it then:
+ * method, path (one this server does not serve as `(other path)`), status, milliseconds,
+ * principal. Probes and the traffic of open sessions pass the cap.
+ */
+function countAndLog(
+  state: EndpointState,
+  options: { http: Settings["http"]; sessions: LegacySessions; log: Logger },
+): Step {
+  const { http, sessions, log } = options;
+  // Paths this server answers are logged as they are; any other is the caller's text, which can
+  // hold a secret (a client configured with a token-in-path URL) or be 100 KiB long.
+  const known = new Set([http.path, "/healthz", "/readyz"]);
+  const loggedPath = (path: string, status: number) =>
+    known.has(path) || (path.startsWith("/.well-known/") && status < 400) ? path : "(other path)";
+  return async (incoming, next) => {
+    const { request, path } = incoming;
+    const started = performance.now();
+    // Probes are answered whatever the load: a liveness check failing on a busy server would
+    // have it restarted, runs and all. So is the traffic of an open session (its number is
+    // capped by http.maxSessions, its runs by admission): refused, the answers to its sampling
+    // and elicitation requests and its cancellations would leave its runs stuck at the cap.
+    const sessionId = request.headers.get("mcp-session-id");
+    const exempt = path === "/healthz" || path === "/readyz" ||
+      (sessionId !== null && sessions.has(sessionId));
+    if (state.inFlight >= http.maxRequests && !exempt) {
+      return rpcError(
+        503,
+        -32000,
+        `Too many requests at once (http.maxRequests ${http.maxRequests}); retry shortly`,
+      );
+    }
+    state.inFlight++;
+    const uncount = () => {
+      state.inFlight--;
+      const counted = incoming.counted;
+      if (counted === undefined) return;
+      const left = (state.inFlightOf.get(counted) ?? 1) - 1;
+      if (left > 0) state.inFlightOf.set(counted, left);
+      else state.inFlightOf.delete(counted);
+    };
+    let response: Response;
+    try {
+      response = await next();
+    } catch (error) {
+      uncount();
+      throw error;
+    }
+    // A request counts, and is logged, until its body has been sent: a 2025-era tool call or
+    // GET stream answers at once with an event stream that stays open for the whole run.
+    return untilSent(response, () => {
+      uncount();
+      const refused = refusalReason(response);
+      log.info(
+        `http: ${request.method} ${loggedPath(path, response.status)} ${response.status} ${
+          Math.round(performance.now() - started)
+        } ms principal=${incoming.principal?.clientId ?? "-"}${
+          refused ? ` refused=${refused}` : ""
+        }`,
+      );
+    });
+  };
+}
+
+/** `/healthz` and `/readyz`, answered without auth and revealing nothing; 503 while draining. */
+function probes(state: EndpointState, ready: () => boolean): Step {
+  return (incoming, next) => {
+    if (incoming.path === "/healthz") {
+      return Promise.resolve(Response.json({ status: state.accepting ? "ok" : "draining" }, {
+        status: state.accepting ? 200 : 503,
+      }));
+    }
+    if (incoming.path === "/readyz") {
+      const isReady = state.accepting && ready();
+      return Promise.resolve(Response.json({ ready: isReady }, { status: isReady ? 200 : 503 }));
+    }
+    if (!state.accepting) {
+      return Promise.resolve(rpcError(503, -32000, "The server is shutting down"));
+    }
+    return next();
+  };
+}
+
+/** The `Host` and `Origin` checks against DNS rebinding (403). */
+function guardHost(allowed: { hosts?: string[]; origins: string[] }): Step {
+  return (incoming, next) => {
+    const { request } = incoming;
+    const refused =
+      (allowed.hosts ? hostHeaderValidationResponse(request, allowed.hosts) : undefined) ??
+        originValidationResponse(request, allowed.origins);
+    return refused ? Promise.resolve(refused) : next();
   };
 }
 
 /**
- * `Deno.serve`, with the errors of a taken or forbidden address said in terms of the settings.
- *
- * @throws {TypeError} When the address cannot be bound.
+ * The OAuth discovery documents, the endpoint's path (404 elsewhere), and the principal's
+ * authentication (401/403).
  */
-function listen(
-  options: Deno.ServeTcpOptions,
-  handler: Deno.ServeHandler<Deno.NetAddr>,
-): Deno.HttpServer<Deno.NetAddr> {
-  try {
-    return Deno.serve(options, handler);
-  } catch (error) {
-    const where = `${options.hostname}:${options.port}`;
-    if (error instanceof Deno.errors.AddrInUse) {
-      throw new TypeError(
-        `Cannot listen on ${where}: the port is in use; pick another with --port, http.port or CODE_EXECUTOR_HTTP_PORT (0 picks a free one), or stop what holds it (code-executor doctor says what)`,
-        { cause: error },
-      );
+function authenticate(state: EndpointState, endpointPath: string): Step {
+  return async (incoming, next) => {
+    const auth = state.auth;
+    if (!auth) return rpcError(503, -32000, "The server is starting; retry shortly");
+    const metadata = auth.metadata(incoming.request);
+    if (metadata) return metadata;
+    if (incoming.path !== endpointPath) {
+      return rpcError(404, -32000, `Not found: the MCP endpoint is ${endpointPath}`);
     }
-    if (
-      error instanceof Deno.errors.AddrNotAvailable || error instanceof Deno.errors.PermissionDenied
-    ) {
-      throw new TypeError(
-        `Cannot listen on ${where}: ${
-          (error as Error).message
-        }; check --host / http.host (CODE_EXECUTOR_HTTP_HOST), or use a port above 1023`,
-        { cause: error },
-      );
-    }
-    throw error;
-  }
-}
-
-/** Races a promise against a deadline; undefined when the deadline comes first. */
-async function within<T>(work: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    return await Promise.race([
-      work,
-      new Promise<undefined>((r) => timer = setTimeout(() => r(undefined), ms)),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
+    const principal = await auth.authenticate(incoming.request);
+    if (principal instanceof Response) return principal;
+    incoming.principal = principal;
+    return await next();
+  };
 }
 
 /**
- * The same response, calling `done` once when its event stream has been sent in full, has failed
- * or was cancelled (the client went away); at once for any other response, whose body is whole
- * already (and keeps its Content-Length).
+ * Each HTTP principal's share of `http.maxRequests` (`http.principalMaxRequests`): its open
+ * sessions' requests are exempt from the cap, not from their principal's share of it (slow bodies
+ * would fill it).
  */
-function untilSent(response: Response, done: () => void): Response {
-  const type = response.headers.get("content-type") ?? "";
-  if (!response.body || !type.startsWith("text/event-stream")) {
-    done();
-    return response;
-  }
-  let pending = true;
-  const finish = () => {
-    if (pending) {
-      pending = false;
-      done();
+function capPrincipal(state: EndpointState, http: Settings["http"]): Step {
+  return (incoming, next) => {
+    const who = incoming.principal!.clientId;
+    // `local` is every caller of a server without auth: the global cap alone holds for it, with
+    // its exemption for open sessions.
+    if (!isHttpPrincipal(who)) return next();
+    const mine = state.inFlightOf.get(who) ?? 0;
+    const share = principalShare(who, http.maxRequests, http.principalMaxRequests);
+    if (mine >= share) {
+      return Promise.resolve(rpcError(
+        503,
+        -32000,
+        `Too many requests of yours at once: ${mine} (your share of http.maxRequests, http.principalMaxRequests ${share}); retry shortly`,
+      ));
     }
+    state.inFlightOf.set(who, mine + 1);
+    incoming.counted = who;
+    return next();
   };
-  const reader = response.body.getReader();
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      try {
-        const { value, done: ended } = await reader.read();
-        if (ended) {
-          finish();
-          controller.close();
-        } else {
-          controller.enqueue(value);
-        }
-      } catch (error) {
-        finish();
-        controller.error(error);
-      }
-    },
-    async cancel(reason) {
-      finish();
-      await reader.cancel(reason);
-    },
-  });
-  return new Response(body, {
-    status: response.status,
-    statusText: response.statusText,
-    headers: response.headers,
-  });
 }
 
+/** Reads a POST's body within `http.bodyTimeoutMs` (408) and `maxBytes` (413). */
+function limitBody(options: { maxBytes: number; timeoutMs: number }): Step {
+  const { maxBytes, timeoutMs } = options;
+  return async (incoming, next) => {
+    // The body is read and parsed once, here, and handed on parsed: reading a clone to tell the
+    // eras apart and then the body again cost ~0.5 ms of every request (measured).
+    const body = await within(readBody(incoming.request, maxBytes), timeoutMs);
+    if (body === undefined) {
+      return rpcError(
+        408,
+        -32000,
+        `Request timeout: the body did not arrive within ${timeoutMs} ms (http.bodyTimeoutMs)`,
+      );
+    }
+    if (body.tooLarge) {
+      return rpcError(
+        413,
+        -32000,
+        `Payload Too Large: the body is over ${maxBytes} bytes (http.maxBodyBytes)`,
+      );
+    }
+    incoming.body = body;
+    return await next();
+  };
+}
+
+/** Hands an authenticated request to its era: a 2025-era session, or a 2026-07-28 handler. */
+function dispatchEra(
+  options: { sessions: LegacySessions; modern: McpHttpHandler; maxBodyBytes: number },
+): (incoming: Incoming) => Promise<Response> {
+  const { sessions, modern, maxBodyBytes } = options;
+  return async (incoming) => {
+    const parsed = incoming.body?.parsed;
+    const forward = incoming.body?.request ?? incoming.request;
+    const principal = incoming.principal!;
+    const legacy = await isLegacyRequest(forward, parsed, { maxRequestBodySize: maxBodyBytes });
+    return legacy
+      ? await sessions.handle(forward, principal, parsed)
+      : await modern.fetch(forward, { authInfo: principal, parsedBody: parsed });
+  };
+}
 /**
  * Starts the HTTP endpoint.
  *
@@ -271,92 +373,23 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
     create: build,
     log,
   });
-  const { hosts, origins } = hostAllowlists(settings);
-  if (!hosts) {
+  const allowed = hostAllowlists(settings);
+  if (!allowed.hosts) {
     log.warn(
       `http: the Host header is not checked on ${http.host}; set http.allowedHosts or http.publicUrl to the names clients use`,
     );
   }
 
-  let inFlight = 0;
-  // Requests in flight per principal, its open sessions' included: they are exempt from
-  // http.maxRequests, not from their principal's share of it (slow bodies would fill it).
-  const inFlightOf = new Map<string, number>();
-  let accepting = true;
-  // Made once the socket is bound: the resource URL (the OAuth audience and the protected
-  // resource) holds the port, and `--port 0` learns it only then.
-  let auth: Authenticator | undefined;
-  const route = async (request: Request, path: string): Promise<Response> => {
-    if (path === "/healthz") {
-      return Response.json({ status: accepting ? "ok" : "draining" }, {
-        status: accepting ? 200 : 503,
-      });
-    }
-    if (path === "/readyz") {
-      const ready = accepting && options.ready();
-      return Response.json({ ready }, { status: ready ? 200 : 503 });
-    }
-    if (!accepting) return rpcError(503, -32000, "The server is shutting down");
-    const refused = (hosts ? hostHeaderValidationResponse(request, hosts) : undefined) ??
-      originValidationResponse(request, origins);
-    if (refused) return refused;
-    if (!auth) return rpcError(503, -32000, "The server is starting; retry shortly");
-    const metadata = auth.metadata(request);
-    if (metadata) return metadata;
-    if (path !== http.path) {
-      return rpcError(404, -32000, `Not found: the MCP endpoint is ${http.path}`);
-    }
-    const principal = await auth.authenticate(request);
-    if (principal instanceof Response) return principal;
-    const who = principal.clientId;
-    (request as Request & { principal?: string }).principal = who;
-    const mine = inFlightOf.get(who) ?? 0;
-    const share = principalShare(who, http.maxRequests, http.principalMaxRequests);
-    // `local` is every caller of a server without auth: the global cap alone holds for it, with
-    // its exemption for open sessions.
-    if (isHttpPrincipal(who) && mine >= share) {
-      return rpcError(
-        503,
-        -32000,
-        `Too many requests of yours at once: ${mine} (your share of http.maxRequests, http.principalMaxRequests ${share}); retry shortly`,
-      );
-    }
-    if (isHttpPrincipal(who)) {
-      inFlightOf.set(who, mine + 1);
-      (request as Request & { counted?: string }).counted = who;
-    }
-    // The body is read and parsed once, here, and handed on parsed: reading a clone to tell the
-    // eras apart and then the body again cost ~0.5 ms of every request (measured).
-    const body = await within(readBody(request, maxBodyBytes), http.bodyTimeoutMs);
-    if (body === undefined) {
-      return rpcError(
-        408,
-        -32000,
-        `Request timeout: the body did not arrive within ${http.bodyTimeoutMs} ms (http.bodyTimeoutMs)`,
-      );
-    }
-    if (body.tooLarge) {
-      return rpcError(
-        413,
-        -32000,
-        `Payload Too Large: the body is over ${maxBodyBytes} bytes (http.maxBodyBytes)`,
-      );
-    }
-    const forward = body.request ?? request;
-    const legacy = await isLegacyRequest(forward, body.parsed, {
-      maxRequestBodySize: maxBodyBytes,
-    });
-    return legacy
-      ? await sessions.handle(forward, principal as AuthInfo, body.parsed)
-      : await modern.fetch(forward, { authInfo: principal, parsedBody: body.parsed });
-  };
-
-  // Paths this server answers are logged as they are; any other is the caller's text, which can
-  // hold a secret (a client configured with a token-in-path URL) or be 100 KiB long.
-  const known = new Set([http.path, "/healthz", "/readyz"]);
-  const loggedPath = (path: string, status: number) =>
-    known.has(path) || (path.startsWith("/.well-known/") && status < 400) ? path : "(other path)";
-
+  const state: EndpointState = { accepting: true, inFlight: 0, inFlightOf: new Map() };
+  const steps: Step[] = [
+    countAndLog(state, { http, sessions, log }),
+    probes(state, options.ready),
+    guardHost(allowed),
+    authenticate(state, http.path),
+    capPrincipal(state, http),
+    limitBody({ maxBytes: maxBodyBytes, timeoutMs: http.bodyTimeoutMs }),
+  ];
+  const dispatch = dispatchEra({ sessions, modern, maxBodyBytes });
   const server = listen({
     hostname: http.host,
     port: http.port,
@@ -365,58 +398,14 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
       log.error(`http: ${(error as Error).stack ?? error}`);
       return rpcError(500, -32603, "Internal error");
     },
-  }, async (request) => {
-    const started = performance.now();
-    const path = new URL(request.url).pathname;
-    // Probes are answered whatever the load: a liveness check failing on a busy server would
-    // have it restarted, runs and all. So is the traffic of an open session (its number is
-    // capped by http.maxSessions, its runs by admission): refused, the answers to its sampling
-    // and elicitation requests and its cancellations would leave its runs stuck at the cap.
-    const sessionId = request.headers.get("mcp-session-id");
-    const exempt = path === "/healthz" || path === "/readyz" ||
-      (sessionId !== null && sessions.has(sessionId));
-    if (inFlight >= http.maxRequests && !exempt) {
-      return rpcError(
-        503,
-        -32000,
-        `Too many requests at once (http.maxRequests ${http.maxRequests}); retry shortly`,
-      );
-    }
-    inFlight++;
-    const uncount = () => {
-      inFlight--;
-      const counted = (request as Request & { counted?: string }).counted;
-      if (counted === undefined) return;
-      const left = (inFlightOf.get(counted) ?? 1) - 1;
-      if (left > 0) inFlightOf.set(counted, left);
-      else inFlightOf.delete(counted);
-    };
-    let response: Response;
-    try {
-      response = await route(request, path);
-    } catch (error) {
-      uncount();
-      throw error;
-    }
-    // A request counts, and is logged, until its body has been sent: a 2025-era tool call or
-    // GET stream answers at once with an event stream that stays open for the whole run.
-    return untilSent(response, () => {
-      uncount();
-      const who = (request as Request & { principal?: string }).principal ?? "-";
-      const refused = refusalReason(response);
-      log.info(
-        `http: ${request.method} ${loggedPath(path, response.status)} ${response.status} ${
-          Math.round(performance.now() - started)
-        } ms principal=${who}${refused ? ` refused=${refused}` : ""}`,
-      );
-    });
-  });
+  }, (request) => runSteps(steps, dispatch, { request, path: new URL(request.url).pathname }));
 
   const addr = server.addr as Deno.NetAddr;
   const url = new URL(`http://${hostName(http.host)}:${addr.port}${http.path}`);
   const resource = new URL(http.publicUrl ?? url.href);
+  let auth: Authenticator;
   try {
-    auth = await createAuthenticator(settings, { env: options.env, resource });
+    auth = state.auth = await createAuthenticator(settings, { env: options.env, resource });
   } catch (error) {
     await sessions.close();
     await modern.close().catch(() => {});
@@ -427,17 +416,17 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
     url,
     auth: auth.mode,
     get inFlight() {
-      return inFlight;
+      return state.inFlight;
     },
     toolsChanged() {
       for (const session of sessions.servers()) session.refresh();
       modern.notify.toolsChanged();
     },
     stopAccepting() {
-      accepting = false;
+      state.accepting = false;
     },
     async close() {
-      accepting = false;
+      state.accepting = false;
       await sessions.close();
       await modern.close().catch(() => {});
       await within(server.shutdown(), 5_000);

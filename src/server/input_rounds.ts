@@ -16,7 +16,8 @@ import {
   type ServerContext,
 } from "@modelcontextprotocol/server";
 import { CodeExecutorError } from "../errors.ts";
-import type { Executor, PythonRunOptions } from "../exec/executor.ts";
+import type { Executor } from "../exec/executor.ts";
+import type { PythonRunOptions } from "../exec/run.ts";
 import type { InputAnswer, InputAsk, RunStep } from "../exec/parked_runs.ts";
 import type { ExecutionResult } from "../exec/result.ts";
 import { isModernRequest, samplingParams, samplingResponse } from "./client_channel.ts";

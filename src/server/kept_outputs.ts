@@ -15,7 +15,7 @@ import {
   type ServerContext,
 } from "@modelcontextprotocol/server";
 import { CodeExecutorError } from "../errors.ts";
-import { LOCAL_PRINCIPAL } from "../exec/executor.ts";
+import { LOCAL_PRINCIPAL } from "../principals.ts";
 import { type KeptOutput, OUTPUT_URI_PREFIX, type OutputStore } from "../exec/output_store.ts";
 
 function principalOf(ctx: ServerContext): string {

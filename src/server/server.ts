@@ -10,19 +10,16 @@ import {
   type StandardSchemaWithJSON,
 } from "@modelcontextprotocol/server";
 import { z } from "zod";
-import {
-  type Executor,
-  LOCAL_PRINCIPAL,
-  type PythonRunOptions,
-  type RunOptions,
-} from "../exec/executor.ts";
+import type { Executor } from "../exec/executor.ts";
+import type { PythonRunOptions, RunOptions } from "../exec/run.ts";
+import { LOCAL_PRINCIPAL } from "../principals.ts";
 import { type ExecutionResult, renderResult } from "../exec/result.ts";
 import { ToolPolicy } from "../policy/tool_policy.ts";
 import type { SkillStore } from "../skills/store.ts";
 import type { Hub } from "../upstream/hub.ts";
 import { skillSearchName, skillSignature, toolSignature } from "../upstream/signatures.ts";
 import { inertJson, lineCommentText, oneLineDoc } from "../upstream/untrusted_text.ts";
-import { type SearchSources, searchToolsAndSkills } from "../exec/tool_search.ts";
+import { type SearchSources, searchToolsAndSkills } from "../exec/requests/tool_search.ts";
 import { SERVER_NAME, SERVER_VERSION } from "../version.ts";
 import { attachAgentSkills } from "./agent_skills.ts";
 import { offerApproveTool } from "./approve_tool.ts";
@@ -337,6 +334,62 @@ export async function searchToolsText(
   return [...body, ...unavailable].join(detail === "signatures" ? "\n\n" : "\n");
 }
 
+/** The arguments every run tool takes. */
+interface RunArgs {
+  code: string;
+  allowedTools?: string[];
+  timeoutMs?: number;
+  sampling?: { maxRounds?: number; maxTokens?: number };
+}
+
+/** What tells `run_typescript` from `run_python`: its name, texts, schema and language. */
+interface RunTool<A extends RunArgs> {
+  name: string;
+  title: string;
+  description: string;
+  inputSchema: StandardSchemaWithJSON<A, A>;
+  /** The options only this language takes (`permissions`, `session`). */
+  options(args: A): RunOptions & PythonRunOptions;
+  /** Runs the code in this language. */
+  run(code: string, options: RunOptions & PythonRunOptions): Promise<ExecutionResult>;
+}
+
+/**
+ * Registers a run tool: its options from the arguments and the call, and its run either at once
+ * or in `input_required` rounds (2026-07-28 clients that sample or elicit).
+ */
+function registerRunTool<A extends RunArgs>(
+  server: McpServer,
+  shared: {
+    executor: Executor;
+    output: ReturnType<typeof executionOutput>;
+    offerApproval: (() => void) | undefined;
+  },
+  tool: RunTool<A>,
+) {
+  return server.registerTool(tool.name, {
+    title: tool.title,
+    description: tool.description,
+    inputSchema: tool.inputSchema,
+    outputSchema: shared.output,
+    annotations: RUN_ANNOTATIONS,
+  }, async (args, ctx) => {
+    const options = {
+      allowedTools: args.allowedTools,
+      timeoutMs: args.timeoutMs,
+      ...tool.options(args),
+      sampling: args.sampling,
+      ...callOptions(server, ctx, shared.offerApproval),
+    };
+    const run = (o: RunOptions & PythonRunOptions) => tool.run(args.code, o);
+    if (takesRounds(ctx)) {
+      const call = { ctx, tool: tool.name, args, options, run, toResult: toToolResult };
+      return await runInRounds(shared.executor, call);
+    }
+    return toToolResult(await run(options));
+  });
+}
+
 /**
  * Builds one MCP server instance with the executor's tools registered in a fixed order.
  *
@@ -364,49 +417,23 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
   const output = executionOutput(sampling);
   const offerApproval = offerApproveTool(server, deps.executor, deps.perRequest === true);
 
-  const runTypescript = server.registerTool("run_typescript", {
+  const run = { executor: deps.executor, output, offerApproval };
+  const runTypescript = registerRunTool(server, run, {
+    name: "run_typescript",
     title: "Run TypeScript",
     description: RUN_TYPESCRIPT_DESCRIPTION + llm + describeServers(deps.hub),
     inputSchema: sampling ? RunTypescriptInput : RunTypescriptPlainInput,
-    outputSchema: output,
-    annotations: RUN_ANNOTATIONS,
-  }, async (args, ctx) => {
-    const options = {
-      allowedTools: args.allowedTools,
-      timeoutMs: args.timeoutMs,
-      permissions: args.permissions,
-      sampling: args.sampling,
-      ...callOptions(server, ctx, offerApproval),
-    };
-    const run = (o: RunOptions) => deps.executor.runTypescript(args.code, o);
-    if (takesRounds(ctx)) {
-      const call = { ctx, tool: "run_typescript", args, options, run, toResult: toToolResult };
-      return await runInRounds(deps.executor, call);
-    }
-    return toToolResult(await run(options));
+    options: (args) => ({ permissions: args.permissions }),
+    run: (code, options) => deps.executor.runTypescript(code, options),
   });
-
   if (deps.executor.settings.python.enabled) {
-    server.registerTool("run_python", {
+    registerRunTool(server, run, {
+      name: "run_python",
       title: "Run Python",
       description: RUN_PYTHON_DESCRIPTION + (sampling ? " Also llm, ask_user, progress." : ""),
       inputSchema: sampling ? RunPythonInput : RunPythonPlainInput,
-      outputSchema: output,
-      annotations: RUN_ANNOTATIONS,
-    }, async (args, ctx) => {
-      const options = {
-        allowedTools: args.allowedTools,
-        timeoutMs: args.timeoutMs,
-        session: args.session,
-        sampling: args.sampling,
-        ...callOptions(server, ctx, offerApproval),
-      };
-      const run = (o: PythonRunOptions) => deps.executor.runPython(args.code, o);
-      if (takesRounds(ctx)) {
-        const call = { ctx, tool: "run_python", args, options, run, toResult: toToolResult };
-        return await runInRounds(deps.executor, call);
-      }
-      return toToolResult(await run(options));
+      options: (args) => ({ session: args.session }),
+      run: (code, options) => deps.executor.runPython(code, options),
     });
   }
 

@@ -9,6 +9,7 @@ import Ajv from "ajv";
 import Ajv2020 from "ajv/dist/2020";
 import { CodeExecutorError } from "../errors.ts";
 import { isPlainObject } from "../_util.ts";
+import { PYTHON_KEYWORDS } from "../python_keywords.ts";
 import { assertLinearPatterns, assertSchemaCost } from "../schema_limits.ts";
 
 /** Agent Skills naming: lowercase letters, digits and single hyphens, no hyphen at either end. */
@@ -42,40 +43,7 @@ export const RESERVED_SKILL_NAMES: ReadonlySet<string> = new Set([
   "prototype",
   "skill",
   "skills",
-  "none",
-  "true",
-  "false",
-  "and",
-  "as",
-  "assert",
-  "async",
-  "await",
-  "break",
-  "class",
-  "continue",
-  "def",
-  "del",
-  "elif",
-  "else",
-  "except",
-  "finally",
-  "for",
-  "from",
-  "global",
-  "if",
-  "in",
-  "is",
-  "lambda",
-  "nonlocal",
-  "not",
-  "or",
-  "pass",
-  "raise",
-  "return",
-  "try",
-  "while",
-  "with",
-  "yield",
+  ...[...PYTHON_KEYWORDS].map((word) => word.toLowerCase()),
 ]);
 
 /** Words a name may not contain: hosts reserve them for their own skills. */

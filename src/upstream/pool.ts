@@ -414,13 +414,26 @@ export class UpstreamPool {
    * @returns The upstream result.
    * @throws {Error} When the server is unreachable, the call times out or the connection breaks.
    */
-  async callTool(
+  callTool(
     server: string,
     tool: string,
     args: Record<string, unknown>,
     options: { timeoutMs?: number; signal?: AbortSignal } = {},
-    retried = false,
   ): Promise<UpstreamCallResult> {
+    return this.#call({ server, tool, args, options }, false);
+  }
+
+  /** One try of {@linkcode UpstreamPool.callTool}; `retried` once a new connection was made. */
+  async #call(
+    call: {
+      server: string;
+      tool: string;
+      args: Record<string, unknown>;
+      options: { timeoutMs?: number; signal?: AbortSignal };
+    },
+    retried: boolean,
+  ): Promise<UpstreamCallResult> {
+    const { server, tool, args, options } = call;
     const connection = this.#get(server);
     const client = await connection.client();
     const timeout = options.timeoutMs ?? connection.config.timeoutMs ?? this.#options.callTimeoutMs;
@@ -436,13 +449,14 @@ export class UpstreamPool {
       if (error instanceof SdkError && error.code === SdkErrorCode.NotConnected && !retried) {
         // Nothing was sent: a transport that closed itself a moment ago. Try a new connection.
         await connection.reset(client);
-        return await this.callTool(server, tool, args, options, true);
+        return await this.#call(call, true);
       }
       const message = (error as Error).message ?? String(error);
-      if (/timed out|timeout/i.test(message)) {
+      // First: the SDK reports a cancel by the caller's signal with the timeout's code too.
+      if (options.signal?.aborted) throw new Error("The call was cancelled");
+      if (error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout) {
         throw new Error(`"${server}" did not answer within ${timeout} ms`);
       }
-      if (options.signal?.aborted) throw new Error("The call was cancelled");
       // A JSON-RPC error is the server's answer. Anything else is the transport failing: a dead
       // process, a refused connection, or an HTTP session that a restarted server no longer
       // knows; only a new connection recovers from those.

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { isPlainObject } from "../_util.ts";
 import { oneLineDoc, stringLiteral } from "./untrusted_text.ts";
 
 /** Options for {@linkcode schemaToType}. */
@@ -93,7 +94,7 @@ export function schemaToType(schema: unknown, options: SchemaToTypeOptions = {})
     indent: options.indent ?? "",
     maxDepth,
     withDoc: options.withDoc ?? false,
-    expanding: new Set(isRecord(schema) ? [schema] : []),
+    expanding: new Set(isPlainObject(schema) ? [schema] : []),
     nodes: 0,
   };
   try {
@@ -108,7 +109,7 @@ export function schemaToType(schema: unknown, options: SchemaToTypeOptions = {})
 function render(schema: unknown, context: Context, at: Position): Rendered {
   if (schema === true) return UNKNOWN;
   if (schema === false) return NEVER;
-  if (!isRecord(schema)) return UNKNOWN;
+  if (!isPlainObject(schema)) return UNKNOWN;
   if (at.depth > context.maxDepth || at.nesting > MAX_NESTING) return UNKNOWN;
   if (++context.nodes > MAX_NODES) return UNKNOWN;
 
@@ -140,8 +141,8 @@ function renderOwn(schema: Record<string, unknown>, context: Context, at: Positi
   if (typeof schema.type === "string") types = [schema.type];
   else if (Array.isArray(schema.type)) types = schema.type;
   else if (
-    isRecord(schema.properties) || isSchema(schema.additionalProperties) ||
-    isRecord(schema.patternProperties)
+    isPlainObject(schema.properties) || isSchema(schema.additionalProperties) ||
+    isPlainObject(schema.patternProperties)
   ) types = ["object"];
   else if (
     isSchema(schema.items) || Array.isArray(schema.items) || Array.isArray(schema.prefixItems)
@@ -170,7 +171,7 @@ function renderOwn(schema: Record<string, unknown>, context: Context, at: Positi
 function renderRef(ref: string, context: Context, at: Position): Rendered {
   const target = resolvePointer(ref, context.root);
   if (target === undefined) return UNKNOWN;
-  if (!isRecord(target)) return render(target, context, at);
+  if (!isPlainObject(target)) return render(target, context, at);
   if (context.expanding.has(target)) return UNKNOWN;
   context.expanding.add(target);
   try {
@@ -206,16 +207,16 @@ function renderArray(schema: Record<string, unknown>, context: Context, at: Posi
 }
 
 function renderObject(schema: Record<string, unknown>, context: Context, at: Position): Rendered {
-  const properties = isRecord(schema.properties) ? schema.properties : {};
+  const properties = isPlainObject(schema.properties) ? schema.properties : {};
   const names = Object.keys(properties);
   const additional = schema.additionalProperties;
-  const patterned = isRecord(schema.patternProperties) &&
+  const patterned = isPlainObject(schema.patternProperties) &&
     Object.keys(schema.patternProperties).length > 0;
   const value = { depth: at.depth + 1, level: at.level, nesting: at.nesting + 1 };
 
   if (names.length === 0) {
     if (additional === false && !patterned) return primary("Record<string, never>");
-    const type = isRecord(additional) ? render(additional, context, value) : UNKNOWN;
+    const type = isPlainObject(additional) ? render(additional, context, value) : UNKNOWN;
     return primary(`Record<string, ${type.text}>`);
   }
 
@@ -344,26 +345,22 @@ export function resolvePointer(ref: string, root: unknown): unknown {
   for (const raw of pointer.slice(1).split("/")) {
     const segment = raw.replaceAll("~1", "/").replaceAll("~0", "~");
     if (Array.isArray(node) && /^(0|[1-9][0-9]*)$/.test(segment)) node = node[Number(segment)];
-    else if (isRecord(node) && Object.hasOwn(node, segment)) node = node[segment];
+    else if (isPlainObject(node) && Object.hasOwn(node, segment)) node = node[segment];
     else return undefined;
   }
   return node;
 }
 
 function describe(schema: unknown, context: Context): string {
-  if (!isRecord(schema)) return "";
+  if (!isPlainObject(schema)) return "";
   if (typeof schema.description === "string") return oneLineDoc(schema.description);
   if (typeof schema.$ref !== "string") return "";
   const target = resolvePointer(schema.$ref, context.root);
-  return isRecord(target) && typeof target.description === "string"
+  return isPlainObject(target) && typeof target.description === "string"
     ? oneLineDoc(target.description)
     : "";
 }
 
 function isSchema(value: unknown): boolean {
-  return typeof value === "boolean" || isRecord(value);
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
+  return typeof value === "boolean" || isPlainObject(value);
 }

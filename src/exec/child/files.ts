@@ -8,19 +8,20 @@
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { cacheDir } from "../config/paths.ts";
-import type { Settings } from "../config/settings.ts";
-import type { Logger } from "../log.ts";
-import { sha256Hex } from "../_util.ts";
-import { CHILD_DIR_PREFIX } from "./sandbox_process.ts";
+import { cacheDir } from "../../config/paths.ts";
+import type { Settings } from "../../config/settings.ts";
+import type { Logger } from "../../log.ts";
+import { sha256Hex } from "../../_util.ts";
+import { HAS_PROC, killProcessesIn, processExists } from "./_os.ts";
+import { CHILD_DIR_PREFIX } from "./process.ts";
 // Text imports put the sandbox files in the module graph: `deno publish` checks and ships them,
 // `deno run jsr:…` and `deno install -g` cache them with the program, `deno compile` embeds them.
 // A child cannot load them from an https: URL (it runs with --no-remote), so they are written
 // to disk when the program does not run from a checkout.
-import tsRunner from "../../sandbox/ts_runner.ts" with { type: "text" };
-import pyHost from "../../sandbox/py_host.ts" with { type: "text" };
-import pyWorker from "../../sandbox/py_worker.ts" with { type: "text" };
-import pyPrelude from "../../sandbox/py_prelude.py" with { type: "text" };
+import tsRunner from "../../../sandbox/ts_runner.ts" with { type: "text" };
+import pyHost from "../../../sandbox/py_host.ts" with { type: "text" };
+import pyWorker from "../../../sandbox/py_worker.ts" with { type: "text" };
+import pyPrelude from "../../../sandbox/py_prelude.py" with { type: "text" };
 
 const SANDBOX_TEXT: Readonly<Record<string, string>> = {
   "ts_runner.ts": tsRunner,
@@ -100,7 +101,7 @@ export async function sandboxLocations(settings: Settings): Promise<SandboxLocat
  */
 export async function sandboxFile(name: string, cacheDir: string): Promise<string> {
   const text = sandboxText(name);
-  const local = checkoutPath(new URL(`../../sandbox/${name}`, import.meta.url));
+  const local = checkoutPath(new URL(`../../../sandbox/${name}`, import.meta.url));
   if (local) return local;
   const target = join(cacheDir, `${sha256Hex(text).slice(0, 16)}-${name}`);
   // A read-only cache prepared in advance (a container image) already holds the file.
@@ -153,14 +154,13 @@ export function pythonPrelude(): Promise<string> {
  * @param log Where removals are reported.
  */
 export async function removeStaleDirs(tempRoot: string, log: Logger): Promise<void> {
-  if (Deno.build.os !== "linux") return;
+  if (!HAS_PROC) return;
   const stale: string[] = [];
   try {
     for await (const entry of Deno.readDir(tempRoot)) {
       const match = new RegExp(`^${CHILD_DIR_PREFIX}(\\d+)-`).exec(entry.name);
       if (!match || !entry.isDirectory || Number(match[1]) === Deno.pid) continue;
-      const alive = await Deno.stat(`/proc/${match[1]}`).then(() => true, () => false);
-      if (alive) continue;
+      if (await processExists(Number(match[1]))) continue;
       // Compared below with working directories, which the kernel reports resolved.
       const dir = join(tempRoot, entry.name);
       stale.push(await Deno.realPath(dir).catch(() => dir));
@@ -169,32 +169,9 @@ export async function removeStaleDirs(tempRoot: string, log: Logger): Promise<vo
     // An unreadable temp root only means nothing is cleaned.
   }
   if (stale.length === 0) return;
-  await killChildrenIn(stale, log);
+  await killProcessesIn(stale, log);
   for (const dir of stale) {
     await Deno.remove(dir, { recursive: true }).catch(() => {});
     log.debug(`Removed stale sandbox directory ${basename(dir)}`);
-  }
-}
-
-/**
- * Kills the processes whose working directory is inside one of `dirs`. A child notices that its
- * host died when its stdin ends, but a session's child that the host stopped (SIGSTOP) between
- * two runs cannot: it would stay stopped, holding its memory, until something kills it.
- */
-async function killChildrenIn(dirs: string[], log: Logger): Promise<void> {
-  try {
-    for await (const entry of Deno.readDir("/proc")) {
-      if (!/^\d+$/.test(entry.name)) continue;
-      const cwd = await Deno.readLink(`/proc/${entry.name}/cwd`).catch(() => "");
-      if (!dirs.some((dir) => cwd.startsWith(`${dir}/`))) continue;
-      try {
-        Deno.kill(Number(entry.name), "SIGKILL");
-        log.debug(`Killed sandbox process ${entry.name}, left behind by a host that died`);
-      } catch {
-        // It ended meanwhile.
-      }
-    }
-  } catch {
-    // Without /proc there is nothing to find.
   }
 }

@@ -6,12 +6,12 @@
  */
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { denoCacheDir } from "../config/paths.ts";
-import type { Logger } from "../log.ts";
-import { sha256Hex } from "../_util.ts";
-import { dieWithParent } from "../parent_death.ts";
-import { pythonPrelude } from "./runtime_files.ts";
-import { SANDBOX_RUN_FLAGS } from "./sandbox_process.ts";
+import { denoCacheDir } from "../../config/paths.ts";
+import type { Logger } from "../../log.ts";
+import { sha256Hex } from "../../_util.ts";
+import { dieWithParent } from "../../parent_death.ts";
+import { pythonPrelude } from "../child/files.ts";
+import { SANDBOX_RUN_FLAGS } from "../child/process.ts";
 // Importing the package's manifest makes Deno install the package with the program (a fresh
 // clone's `deno task start` fetches it), and tells where it landed.
 import pyodideManifest from "pyodide/package.json" with { type: "json" };
@@ -71,7 +71,7 @@ export function defaultDenoDir(): string | undefined {
 export function pyodideCandidates(options: FindPyodideOptions = {}): string[] {
   const version = options.version ?? PYODIDE_VERSION;
   // From a registry (`deno run jsr:…`) there is no checkout whose node_modules could hold it.
-  const checkout = new URL("../../", import.meta.url);
+  const checkout = new URL("../../../", import.meta.url);
   const roots = options.projectRoots ??
     [...(checkout.protocol === "file:" ? [fileURLToPath(checkout)] : []), Deno.cwd()];
   const out: string[] = [];

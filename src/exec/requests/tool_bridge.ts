@@ -6,23 +6,23 @@
  *
  * @module
  */
-import type { Settings } from "../config/settings.ts";
-import type { ToolPolicy } from "../policy/tool_policy.ts";
-import type { RunTokenizer } from "../privacy/tokenizer.ts";
-import type { ClientSession } from "../sampling/session.ts";
-import type { Hub } from "../upstream/hub.ts";
-import { UpstreamMessageTooLarge } from "../upstream/message_lines.ts";
-import { skillSearchName, skillSignature, toolSignature } from "../upstream/signatures.ts";
-import type { SkillRecord } from "../skills/store.ts";
+import type { Settings } from "../../config/settings.ts";
+import type { ToolPolicy } from "../../policy/tool_policy.ts";
+import type { RunTokenizer } from "../../privacy/tokenizer.ts";
+import type { ClientSession } from "../../sampling/session.ts";
+import type { Hub } from "../../upstream/hub.ts";
+import { UpstreamMessageTooLarge } from "../../upstream/message_lines.ts";
+import { skillSearchName, skillSignature, toolSignature } from "../../upstream/signatures.ts";
+import type { SkillRecord } from "../../skills/store.ts";
 import { searchToolsAndSkills } from "./tool_search.ts";
 import type { ApprovalGate } from "./approvals.ts";
-import type { ToolCallRecord } from "./result.ts";
-import { CodeExecutorError } from "../errors.ts";
+import type { ToolCallRecord } from "../result.ts";
+import { CodeExecutorError, type ExecutionErrorInfo, toolResultTooLarge } from "../../errors.ts";
 
 /** A reply frame body: a value, or an error the runner rethrows. */
 export type BridgeReply =
   | { ok: true; value: unknown }
-  | { ok: false; error: { type: string; message: string } };
+  | { ok: false; error: Pick<ExecutionErrorInfo, "type" | "message"> };
 
 function str(value: unknown, field: string, max = 1000): string {
   if (typeof value !== "string" || value.length === 0 || value.length > max) {
@@ -72,6 +72,29 @@ export const MAX_TOOL_CALL_RECORDS = 100;
 /** Characters of a tool name kept in a record: a refused call may name anything. */
 const MAX_RECORDED_NAME = 200;
 
+/** Options of {@linkcode ToolBridge}: what one run's requests are served by. */
+export interface ToolBridgeOptions {
+  /** Upstream connections, catalog and limiter; tool requests fail without it. */
+  hub?: Hub;
+  /** This run's tool policy. */
+  policy: ToolPolicy;
+  /** The admin's settings. */
+  settings: Settings;
+  /** Aborted when the run ends: an upstream call in flight is cancelled. */
+  signal?: AbortSignal;
+  /** Answers `sample`, `elicit` and `progress`, and reports tool calls as progress. */
+  client?: ClientSession;
+  /** Asks a person before calls that need approval (`approvals`). */
+  gate?: ApprovalGate;
+  /**
+   * Placeholders for personal data (`privacy.tokenize`): values back in arguments, placeholders in
+   * results and in every error the code sees.
+   */
+  tokenizer?: RunTokenizer;
+  /** The saved skills the run's principal sees, for `searchTools`. */
+  skills?: () => Promise<readonly SkillRecord[]>;
+}
+
 /** The bridge of one execution. */
 export class ToolBridge {
   #hub: Hub | undefined;
@@ -95,34 +118,18 @@ export class ToolBridge {
   /**
    * Creates the bridge of one execution, under that execution's policy and signal.
    *
-   * @param hub Upstream connections, catalog and limiter; tool requests fail without it.
-   * @param policy This execution's tool policy.
-   * @param settings The admin's settings.
-   * @param signal Aborted when the execution ends.
-   * @param client Answers `sample`, `elicit` and `progress`, and reports tool calls as progress.
-   * @param gate Asks a person before calls that need approval (`approvals`).
-   * @param tokenizer Placeholders for personal data (`privacy.tokenize`): values back in
-   * arguments, placeholders in results and in every error the code sees.
-   * @param skills The saved skills the run's principal sees, for `searchTools`.
+   * @param options The hub, policy, settings, end signal, client session, approval gate,
+   * tokenizer and skills of the run.
    */
-  constructor(
-    hub: Hub | undefined,
-    policy: ToolPolicy,
-    settings: Settings,
-    signal?: AbortSignal,
-    client?: ClientSession,
-    gate?: ApprovalGate,
-    tokenizer?: RunTokenizer,
-    skills?: () => Promise<readonly SkillRecord[]>,
-  ) {
-    this.#skills = skills;
-    this.#hub = hub;
-    this.#policy = policy;
-    this.#settings = settings;
-    this.#signal = signal;
-    this.#client = client;
-    this.#gate = gate;
-    this.#tokenizer = tokenizer;
+  constructor(options: ToolBridgeOptions) {
+    this.#hub = options.hub;
+    this.#policy = options.policy;
+    this.#settings = options.settings;
+    this.#signal = options.signal;
+    this.#client = options.client;
+    this.#gate = options.gate;
+    this.#tokenizer = options.tokenizer;
+    this.#skills = options.skills;
   }
 
   /**
@@ -135,10 +142,7 @@ export class ToolBridge {
     try {
       return { ok: true, value: await this.#dispatch(frame) };
     } catch (error) {
-      const reply: BridgeReply = error instanceof CodeExecutorError ? error.toReply() : {
-        ok: false,
-        error: { type: "ToolCallError", message: (error as Error).message ?? String(error) },
-      };
+      const reply = CodeExecutorError.from(error, "ToolCallError").toReply();
       // A tool's error or a schema message may quote the values the arguments were given.
       if (this.#tokenizer) reply.error.message = this.#tokenizer.text(reply.error.message);
       return reply;
@@ -292,19 +296,19 @@ export class ToolBridge {
       signal: this.#signal,
     }).catch((error) => {
       if (!(error instanceof UpstreamMessageTooLarge)) throw error;
-      throw new CodeExecutorError(
-        "ToolResultTooLarge",
-        `The result of ${name} is more than ${error.limit} bytes, more than tools.maxResultBytes (${tools.maxResultBytes}); ask the tool for less (paging, filters)`,
-      );
+      throw toolResultTooLarge(name, {
+        size: `more than ${error.limit} bytes`,
+        maxResultBytes: tools.maxResultBytes,
+      });
     });
     if (result.isError) throw new CodeExecutorError("ToolError", upstreamErrorText(result));
     const value = unwrapResult(result);
     const size = new TextEncoder().encode(JSON.stringify(value) ?? "").length;
     if (size > tools.maxResultBytes) {
-      throw new CodeExecutorError(
-        "ToolResultTooLarge",
-        `The result of ${name} is ${size} bytes, more than tools.maxResultBytes (${tools.maxResultBytes}); ask the tool for less (paging, filters)`,
-      );
+      throw toolResultTooLarge(name, {
+        size: `${size} bytes`,
+        maxResultBytes: tools.maxResultBytes,
+      });
     }
     const tokenizer = this.#tokenizer;
     return tokenizer && !tokenizer.raw(entry.server) ? tokenizer.value(value) : value;

@@ -7,10 +7,10 @@
  *
  * @module
  */
-import type { ToolPolicy } from "../policy/tool_policy.ts";
-import type { SkillRecord } from "../skills/store.ts";
-import type { CatalogEntry, ToolCatalog } from "../upstream/catalog.ts";
-import { matchScore, searchTerms } from "../upstream/catalog.ts";
+import type { ToolPolicy } from "../../policy/tool_policy.ts";
+import type { SkillRecord } from "../../skills/store.ts";
+import type { CatalogEntry, ToolCatalog } from "../../upstream/catalog.ts";
+import { matchScore, searchTerms } from "../../upstream/catalog.ts";
 
 /** One search result: an upstream tool or a saved skill. */
 export type SearchHit =

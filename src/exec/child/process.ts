@@ -6,13 +6,12 @@
  * @module
  */
 import { join } from "node:path";
-import type { Logger } from "../log.ts";
-import { dieWithParent } from "../parent_death.ts";
+import type { Logger } from "../../log.ts";
+import { dieWithParent } from "../../parent_death.ts";
+import { stopOrContinue } from "./_os.ts";
 import { type ExecuteOptions, Execution, type RunChannel } from "./execution.ts";
 import { FrameReader, type OutputCapture } from "./frames.ts";
-import type { ExecutionResult } from "./result.ts";
-
-export type { ExecuteOptions, RunLimits } from "./execution.ts";
+import type { ExecutionResult } from "../result.ts";
 
 /** The directory prefix of every child's private directory, followed by the host's pid. */
 export const CHILD_DIR_PREFIX = "code-executor-";
@@ -220,12 +219,7 @@ export class SandboxProcess implements RunChannel {
   }
 
   #signal(signal: "SIGSTOP" | "SIGCONT"): void {
-    if (this.#exited || Deno.build.os === "windows") return;
-    try {
-      this.#process.kill(signal);
-    } catch {
-      // Already gone.
-    }
+    if (!this.#exited) stopOrContinue(this.#process, signal);
   }
 
   /** The resident-memory limit, in MB. */

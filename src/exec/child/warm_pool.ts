@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { Logger } from "../log.ts";
+import type { Logger } from "../../log.ts";
 
 /** What the pool needs from a child. */
 export interface PooledChild {

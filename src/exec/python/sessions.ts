@@ -4,8 +4,8 @@
  *
  * @module
  */
-import type { Logger } from "../log.ts";
-import { CodeExecutorError } from "../errors.ts";
+import type { Logger } from "../../log.ts";
+import { CodeExecutorError } from "../../errors.ts";
 
 /** What a session needs from its child. */
 export interface SessionChild {

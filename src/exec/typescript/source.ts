@@ -244,8 +244,8 @@ export interface WrapOptions {
  * @returns The module source and its line offset.
  * @example
  * ```ts
- * const { source, lineOffset } = wrapTypescript('import x from "./x.ts";\nreturn x;');
- * // source: 'import x from "./x.ts";\nexport default async function () {\n                       \nreturn x;\n}\n'
+ * const { source, lineOffset } = wrapTypescript('import x from "../x.ts";\nreturn x;');
+ * // source: 'import x from "../x.ts";\nexport default async function () {\n                       \nreturn x;\n}\n'
  * // lineOffset: 2
  * ```
  */

@@ -5,14 +5,16 @@
  *
  * @module
  */
-import { setPriority } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import type { Logger } from "../log.ts";
-import { type LocalWheel, wheelModules } from "./py_wheels.ts";
-import type { ExecutionResult } from "./result.ts";
-import { pythonPrelude } from "./runtime_files.ts";
-import { type RunLimits, SandboxProcess } from "./sandbox_process.ts";
+import { cancelled, CodeExecutorError, timedOut } from "../../errors.ts";
+import type { Logger } from "../../log.ts";
+import { type LocalWheel, wheelModules } from "./wheels.ts";
+import type { ExecutionResult } from "../result.ts";
+import { pythonPrelude } from "../child/files.ts";
+import type { RunLimits } from "../child/execution.ts";
+import { lowerThreadPriority } from "../child/_os.ts";
+import { SandboxProcess } from "../child/process.ts";
 
 /** Modules Python code may import when the admin has not chosen a list. */
 export const DEFAULT_PYTHON_IMPORTS: readonly string[] = [
@@ -254,6 +256,11 @@ export class PyChild {
     return this.#running;
   }
 
+  /** Why the child could not boot, from its `fatal` frame; undefined otherwise. */
+  get fatal(): string | undefined {
+    return this.#fatal;
+  }
+
   #onBoot(frame: Record<string, unknown> | null): boolean {
     if (frame?.t === "fatal") {
       this.#fatal = typeof frame.message === "string" ? frame.message.slice(0, 2000) : undefined;
@@ -309,10 +316,10 @@ export class PyChild {
     }
     this.#used = true;
     if (this.#process.exited && this.#session) {
-      return failed(
+      return new CodeExecutorError(
         "SessionEnded",
         "The Python session has ended: an earlier run was stopped (time, memory or output limit) or crashed; start a new session",
-      );
+      ).toResult();
     }
     this.#running = true;
     const started = performance.now();
@@ -321,19 +328,21 @@ export class PyChild {
       const ready = await untilReady(this.#ready, limits.timeoutMs, limits.signal);
       if (ready === "timeout" || ready === "cancelled") {
         this.#process.kill();
-        return ready === "cancelled" ? failed("Cancelled", "The execution was cancelled") : failed(
-          "TimeoutError",
-          `Execution timed out after ${
-            limits.reportedTimeoutMs ?? limits.timeoutMs
-          } ms while the Python sandbox was starting: retry, or pass a larger timeoutMs`,
+        const error = ready === "cancelled" ? cancelled() : timedOut(
+          limits.reportedTimeoutMs ?? limits.timeoutMs,
+          {
+            during: "while the Python sandbox was starting",
+            change: "retry, or pass a larger timeoutMs",
+          },
         );
+        return error.toResult();
       }
       if (!ready) {
         this.#process.kill();
-        return failed(
+        return new CodeExecutorError(
           "SandboxCrash",
           `The Python sandbox did not start${this.#fatal ? `: ${this.#fatal}` : ""}`,
-        );
+        ).toResult();
       }
       if (this.#session) this.#process.resume();
       try {
@@ -365,32 +374,18 @@ export class PyChild {
   }
 }
 
-/** The nice value of a ready child's V8 background threads (19: only what nothing else wants). */
-const COMPILER_THREADS_NICE = 19;
-
 /**
- * Lowers the priority of a ready child's V8 background threads (Linux). A fresh interpreter's
- * first tool calls bring ~3 ms of CPU a call on them (V8's compile work for code running the first
- * time); at the same priority it took the CPU from the host and the upstream server of the very
- * call it was part of: 7.7 ms a Python tool call against 1.6 for TypeScript on a busy 2-core
- * machine. They still use every idle cycle. Done once the child is ready, so that the boot's
- * own compile work is not slowed; best effort, since a child may already be gone.
+ * Lowers the priority of a ready child's V8 background threads to nice 19 (only what nothing else
+ * wants). A fresh interpreter's first tool calls bring ~3 ms of CPU a call on them (V8's compile
+ * work for code running the first time); at the same priority it took the CPU from the host and
+ * the upstream server of the very call it was part of: 7.7 ms a Python tool call against 1.6 for
+ * TypeScript on a busy 2-core machine. They still use every idle cycle. Done once the child is
+ * ready, so that the boot's own compile work is not slowed.
  *
  * @param pid The child's process id.
  */
 function lowerCompilerThreads(pid: number): void {
-  if (Deno.build.os !== "linux") return;
-  (async () => {
-    for await (const entry of Deno.readDir(`/proc/${pid}/task`)) {
-      const comm = await Deno.readTextFile(`/proc/${pid}/task/${entry.name}/comm`).catch(() => "");
-      if (!comm.startsWith("V8 DefaultWorke")) continue;
-      try {
-        setPriority(Number(entry.name), COMPILER_THREADS_NICE);
-      } catch {
-        // The thread or the child has exited.
-      }
-    }
-  })().catch(() => {});
+  lowerThreadPriority(pid, { namePrefix: "V8 DefaultWorke", nice: 19 });
 }
 
 /** Waits for the boot, at most `ms`, and not past an abort. */
@@ -411,15 +406,4 @@ function untilReady(
     if (signal?.aborted) onAbort();
     ready.then(finish, () => finish(false));
   });
-}
-
-function failed(type: string, message: string): ExecutionResult {
-  return {
-    ok: false,
-    stdout: "",
-    stderr: "",
-    durationMs: 0,
-    toolCalls: [],
-    error: { type, message },
-  };
 }

@@ -14,17 +14,17 @@
  *
  * @module
  */
-import type { AuditLog } from "../policy/audit.ts";
+import type { AuditLog } from "../../policy/audit.ts";
 import {
   type ApprovalPolicy,
   argumentDigest,
   PENDING_TTL_MS,
   type PendingApprovals,
   showCall,
-} from "../policy/approvals.ts";
-import type { ClientChannel } from "../sampling/channel.ts";
-import { CodeExecutorError } from "../errors.ts";
-import type { RunHold } from "./execution.ts";
+} from "../../policy/approvals.ts";
+import type { ClientChannel } from "../../sampling/channel.ts";
+import { CodeExecutorError } from "../../errors.ts";
+import type { RunHold } from "../run.ts";
 
 /** One call that needs approval, as the approver sees it. */
 export interface ApprovalRequest {

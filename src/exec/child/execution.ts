@@ -6,8 +6,17 @@
  *
  * @module
  */
-import { abortError, type ExecutionErrorInfo } from "../errors.ts";
-import type { Logger } from "../log.ts";
+import {
+  cancelled,
+  CodeExecutorError,
+  errorTypeOf,
+  type ExecutionErrorInfo,
+  outputTooLarge,
+  timedOut,
+} from "../../errors.ts";
+import type { Logger } from "../../log.ts";
+import type { RunHold } from "../run.ts";
+import { residentMb } from "./_os.ts";
 import {
   type Frame,
   FrameError,
@@ -15,8 +24,8 @@ import {
   OutputCapture,
   type OutputWatcher,
 } from "./frames.ts";
-import { keepParts, type RunOutputs } from "./output_store.ts";
-import type { ExecutionResult } from "./result.ts";
+import { keepParts, type RunOutputs } from "../output_store.ts";
+import type { ExecutionResult } from "../result.ts";
 
 const RSS_POLL_MS = 25;
 const EXIT_GRACE_MS = 100;
@@ -59,60 +68,6 @@ export interface RunLimits {
   onRequest?: (frame: Record<string, unknown>) => Promise<object>;
   /** Stops the run's clock and its process while the host waits for a person. */
   hold?: RunHold;
-}
-
-/**
- * Holds a run while the host waits for a person (an approval): its deadline stops counting and
- * its process is stopped (SIGSTOP), so that the wait neither counts against `timeoutMs` nor
- * gives the code time to work unmetered. Holds nest; the run goes on when the last ends. A run
- * that calls a skill in the other language has two processes under one hold: the caller's and the
- * nested run's, so a hold stops every attached target.
- */
-export class RunHold {
-  #holds = 0;
-  #targets = new Set<{ stop(): void; go(): void }>();
-  #heldMs = 0;
-  #since = 0;
-
-  /**
-   * Connects a running execution (called by it).
-   *
-   * @param target Stops and restarts its clock and process.
-   * @returns Disconnects it again.
-   */
-  attach(target: { stop(): void; go(): void }): () => void {
-    this.#targets.add(target);
-    if (this.#holds > 0) target.stop();
-    return () => {
-      if (this.#targets.delete(target) && this.#holds > 0) target.go();
-    };
-  }
-
-  /** Milliseconds the run has been held so far, the current hold included. */
-  get heldMs(): number {
-    return this.#heldMs + (this.#holds > 0 ? performance.now() - this.#since : 0);
-  }
-
-  /**
-   * Runs `work` with the run held.
-   *
-   * @param work The wait, for example a question to the client.
-   * @returns What `work` returns.
-   */
-  async during<T>(work: () => Promise<T>): Promise<T> {
-    if (this.#holds++ === 0) {
-      this.#since = performance.now();
-      for (const target of this.#targets) target.stop();
-    }
-    try {
-      return await work();
-    } finally {
-      if (--this.#holds === 0) {
-        this.#heldMs += performance.now() - this.#since;
-        for (const target of this.#targets) target.go();
-      }
-    }
-  }
 }
 
 /** How a language's child is driven through one run. */
@@ -169,26 +124,12 @@ export interface RunChannel {
   expectStderrMark(): Promise<void>;
 }
 
-async function residentMb(pid: number): Promise<number | undefined> {
-  try {
-    const statm = await Deno.readTextFile(`/proc/${pid}/statm`);
-    return (Number(statm.split(" ")[1]) * 4096) / (1024 * 1024);
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * Checks an error reported by a child, which is untrusted: strings only, bounded sizes.
- *
- * @param raw The `error` field of a result frame.
- * @returns A well-formed error.
- */
-export function sanitizeError(raw: unknown): ExecutionErrorInfo {
+/** Checks an error reported by a child, which is untrusted: strings only, bounded sizes. */
+function sanitizeError(raw: unknown): ExecutionErrorInfo {
   const value = (typeof raw === "object" && raw !== null ? raw : {}) as Record<string, unknown>;
   const text = (v: unknown, max: number) => typeof v === "string" ? v.slice(0, max) : undefined;
   const info: ExecutionErrorInfo = {
-    type: text(value.type, 100) ?? "Error",
+    type: errorTypeOf(value.type),
     message: text(value.message, MAX_ERROR_MESSAGE_CHARS) ?? "The code failed without a message",
   };
   const traceback = text(value.traceback, MAX_TRACEBACK_CHARS);
@@ -206,8 +147,9 @@ export class Execution {
   #stdout: OutputCapture;
   #stderr: OutputCapture;
   #pending = { requests: 0, bytes: 0, drained: Promise.withResolvers<void>() };
-  #failure: ExecutionErrorInfo | undefined;
-  #timedOut: ExecutionErrorInfo | undefined;
+  /** Why the host stopped the run (a limit, a cancel, a crash), if it did. */
+  #failure: CodeExecutorError | undefined;
+  #timedOut: CodeExecutorError | undefined;
   #result: Reported | undefined;
   /** The return value's JSON when it is kept rather than shown. */
   #keptValue: { text: string; bytes: number } | undefined;
@@ -253,7 +195,7 @@ export class Execution {
     }
   }
 
-  #stop(error: ExecutionErrorInfo): void {
+  #stop(error: CodeExecutorError): void {
     this.#failure ??= error;
     this.#channel.kill();
   }
@@ -261,12 +203,22 @@ export class Execution {
   #overflow(stream: "stdout" | "stderr"): void {
     const capture = stream === "stdout" ? this.#stdout : this.#stderr;
     const keep = this.#options.keep;
-    const message = capture.stopped === "maxBytes"
-      ? `Output limit exceeded: ${stream} passed outputs.maxBytes (${keep?.maxBytes} bytes), the most kept of one output; its first ${keep?.maxBytes} bytes are kept. Print less (summarize, or write the data to a file) or ask the admin to raise outputs.maxBytes`
-      : capture.stopped === "store"
-      ? `Output limit exceeded: ${stream} passed limits.maxOutputBytes and outputs.maxTotalBytes has no room left beside the outputs of runs in progress; print less, or retry when other runs have finished`
-      : `Output limit exceeded: ${stream} passed limits.maxOutputBytes (${this.#options.maxOutputBytes} bytes); print less (summarize, or return the data) or ask the admin to raise limits.maxOutputBytes`;
-    this.#stop({ type: "OutputLimitError", message });
+    this.#stop(
+      capture.stopped === "maxBytes"
+        ? outputTooLarge(
+          `${stream} passed outputs.maxBytes (${keep?.maxBytes} bytes), the most kept of one output, and its first ${keep?.maxBytes} bytes are kept`,
+          "print less (summarize, or write the data to a file) or ask the admin to raise outputs.maxBytes",
+        )
+        : capture.stopped === "store"
+        ? outputTooLarge(
+          `${stream} passed limits.maxOutputBytes and outputs.maxTotalBytes has no room left beside the outputs of runs in progress`,
+          "print less, or retry when other runs have finished",
+        )
+        : outputTooLarge(
+          `${stream} passed limits.maxOutputBytes (${this.#options.maxOutputBytes} bytes)`,
+          "print less (summarize, or return the data) or ask the admin to raise limits.maxOutputBytes",
+        ),
+    );
   }
 
   /** Starts the timeout, the memory watchdog and the cancellation; returns their release. */
@@ -275,12 +227,7 @@ export class Execution {
     const channel = this.#channel;
     let grace: ReturnType<typeof setTimeout> | undefined;
     const expire = () => {
-      const error = this.#timedOut = {
-        type: "TimeoutError",
-        message: `Execution timed out after ${
-          options.reportedTimeoutMs ?? options.timeoutMs
-        } ms: pass a larger timeoutMs (up to the admin's limits.maxTimeoutMs) or do less work per run`,
-      };
+      const error = this.#timedOut = timedOut(options.reportedTimeoutMs ?? options.timeoutMs);
       if (options.interruptGraceMs === undefined) return this.#stop(error);
       channel.send({ t: "interrupt" }).catch(() => {});
       grace = setTimeout(() => this.#stop(error), options.interruptGraceMs);
@@ -307,18 +254,17 @@ export class Execution {
     const watchdog = setInterval(async () => {
       const mb = await residentMb(channel.pid);
       if (mb !== undefined && mb > channel.memoryMb) {
-        this.#stop({
-          type: "MemoryLimitError",
-          message: `Memory limit exceeded: the sandbox used ${
-            Math.round(mb)
-          } MB, more than limits.memoryMb (${channel.memoryMb} MB); use less memory or ask the admin to raise limits.memoryMb`,
-        });
+        this.#stop(
+          new CodeExecutorError(
+            "MemoryLimitError",
+            `Memory limit exceeded: the sandbox used ${
+              Math.round(mb)
+            } MB, more than limits.memoryMb (${channel.memoryMb} MB); use less memory or ask the admin to raise limits.memoryMb`,
+          ),
+        );
       }
     }, RSS_POLL_MS);
-    const onAbort = () => {
-      const error = abortError(options.signal, "The execution was cancelled");
-      this.#stop({ type: error.type, message: error.message });
-    };
+    const onAbort = () => this.#stop(cancelled(options.signal));
     options.signal?.addEventListener("abort", onAbort);
     if (options.signal?.aborted) onAbort();
     return () => {
@@ -341,12 +287,14 @@ export class Execution {
         if (this.#channel.exited) break;
       }
       const frame = await this.#channel.next().catch((error: Error) => {
-        this.#stop({
-          type: "SandboxProtocolError",
-          message: error instanceof FrameError && error.tooLarge
-            ? `${error.message}: a return value or tool arguments this large cannot be sent; return a summary, or write the data to a file and return its path`
-            : `${error.message}: sandbox code must print with ${this.#options.printHint}, not write to the process's stdout directly`,
-        });
+        this.#stop(
+          new CodeExecutorError(
+            "SandboxProtocolError",
+            error instanceof FrameError && error.tooLarge
+              ? `${error.message}: a return value or tool arguments this large cannot be sent; return a summary, or write the data to a file and return its path`
+              : `${error.message}: sandbox code must print with ${this.#options.printHint}, not write to the process's stdout directly`,
+          ),
+        );
         return null;
       });
       if (frame === null) return;
@@ -377,10 +325,10 @@ export class Execution {
     const bytes = this.#channel.lastFrameBytes;
     pending.requests++;
     pending.bytes += bytes;
-    const reply = this.#options.onRequest ? this.#options.onRequest(frame) : Promise.resolve({
-      ok: false,
-      error: { type: "ToolCallError", message: "No MCP servers are available to this execution" },
-    });
+    const reply = this.#options.onRequest?.(frame) ?? Promise.resolve(
+      new CodeExecutorError("ToolCallError", "No MCP servers are available to this execution")
+        .toReply(),
+    );
     reply.then((body) => this.#channel.send({ t: "reply", id, ...body })).catch(() => {
       // The child is gone; its run is already being reported.
     }).finally(() => {
@@ -413,12 +361,12 @@ export class Execution {
     }
     const max = this.#options.maxOutputBytes;
     const printed = max - budget.left;
-    this.#failure = {
-      type: "OutputLimitError",
-      message: `Return value too large: ${bytes} bytes of JSON${
+    this.#failure = outputTooLarge(
+      `the return value is ${bytes} bytes of JSON${
         printed > 0 ? ` after ${printed} bytes of printed output` : ""
-      }, more than limits.maxOutputBytes (${max} bytes) in all; return a summary, or write the data to a file and return its path`,
-    };
+      }, more than limits.maxOutputBytes (${max} bytes) in all`,
+      "return a summary, or write the data to a file and return its path",
+    );
   }
 
   /** After the frames: collects the last stderr and stops the child when it is done with. */
@@ -445,35 +393,34 @@ export class Execution {
     if (!result && !this.#failure) this.#failure = this.#crashError(status);
   }
 
-  #crashError(status: Deno.CommandStatus): ExecutionErrorInfo {
+  #crashError(status: Deno.CommandStatus): CodeExecutorError {
     const stderr = this.#stderr.text;
     if (/out of memory|heap limit/i.test(stderr)) {
-      return {
-        type: "MemoryLimitError",
-        message:
-          `Memory limit exceeded: the V8 heap passed limits.memoryMb (${this.#channel.memoryMb} MB); use less memory or ask the admin to raise limits.memoryMb`,
-      };
+      return new CodeExecutorError(
+        "MemoryLimitError",
+        `Memory limit exceeded: the V8 heap passed limits.memoryMb (${this.#channel.memoryMb} MB); use less memory or ask the admin to raise limits.memoryMb`,
+      );
     }
     const how = status.signal
       ? `was killed by ${status.signal}`
       : `exited with code ${status.code}`;
     const last = stderr.trim().split("\n").filter((line) => line.trim()).at(-1)?.trim();
-    return {
-      type: "SandboxCrash",
-      message: `The sandbox process ${how} before reporting a result${
+    return new CodeExecutorError(
+      "SandboxCrash",
+      `The sandbox process ${how} before reporting a result${
         last ? `: ${last.slice(0, 500)}` : ""
       }`,
-    };
+    );
   }
 
   #outcome(durationMs: number): ExecutionResult {
     const options = this.#options;
     const result = this.#result;
-    const timedOut = this.#timedOut;
-    let error = this.#failure ?? result?.error;
-    if (timedOut && (!this.#failure || this.#failure === timedOut)) {
+    const timeout = this.#timedOut;
+    let error: ExecutionErrorInfo | undefined = this.#failure?.toInfo() ?? result?.error;
+    if (timeout && (!this.#failure || this.#failure === timeout)) {
       // Code that stopped at the interrupt keeps its traceback, which points at its line.
-      error = { ...timedOut };
+      error = timeout.toInfo();
       if (result?.error?.traceback) error.traceback = result.error.traceback;
     }
     const keptValue = error ? undefined : this.#keptValue;

@@ -1,13 +1,14 @@
 /**
  * Local wheels: the pure-Python `*.whl` files of the directories named by `python.wheelDirs`.
  * The host reads them (again when {@linkcode wheelDirsSignature} changes) and hands their bytes to
- * every Python child, which unpacks them into its site-packages; a child never reads those
- * directories itself and nothing is fetched from a network.
+ * every Python child, which unpacks them into its site-packages ({@linkcode WheelWatch} notices
+ * when they change); a child never reads those directories itself and nothing is fetched from a
+ * network.
  *
  * @module
  */
 import { join } from "node:path";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../../log.ts";
 
 /** A wheel handed to Python children. */
 export interface LocalWheel {
@@ -242,4 +243,75 @@ export async function wheelDirsSignature(dirs: readonly string[]): Promise<strin
     }
   }
   return parts.join("\n");
+}
+
+/** How often {@linkcode WheelWatch} looks at the wheel directories, at most. */
+const WHEEL_CHECK_MS = 1_000;
+
+/**
+ * Notices when the wheels of `python.wheelDirs` change and reads them again. Looking costs a
+ * directory listing and a stat per wheel; it happens when a run starts, at most once a second.
+ */
+export class WheelWatch {
+  #dirs: readonly string[];
+  #signature: string;
+  #log: Logger;
+  #changed: (wheels: LocalWheel[]) => void;
+  #checkedAt = performance.now();
+  #checking: Promise<void> | undefined;
+
+  /**
+   * Starts watching from the state the wheels were read in.
+   *
+   * @param options `python.wheelDirs`, the {@linkcode wheelDirsSignature} of the wheels as read,
+   * where changes and failures are reported, and what receives the wheels read again.
+   */
+  constructor(options: {
+    dirs: readonly string[];
+    signature: string;
+    log: Logger;
+    changed: (wheels: LocalWheel[]) => void;
+  }) {
+    this.#dirs = options.dirs;
+    this.#signature = options.signature;
+    this.#log = options.log;
+    this.#changed = options.changed;
+  }
+
+  /** Reads the wheels again if they changed; concurrent callers share one look. */
+  check(): Promise<void> {
+    if (this.#dirs.length === 0) return Promise.resolve();
+    if (this.#checking) return this.#checking;
+    if (performance.now() - this.#checkedAt < WHEEL_CHECK_MS) return Promise.resolve();
+    this.#checking = this.#look().finally(() => {
+      this.#checkedAt = performance.now();
+      this.#checking = undefined;
+    });
+    return this.#checking;
+  }
+
+  async #look(): Promise<void> {
+    const signature = await wheelDirsSignature(this.#dirs);
+    if (signature === this.#signature) return;
+    // Whatever the outcome, this state of the files is dealt with: a failure is not retried
+    // (and logged) every second, and the next change is picked up.
+    this.#signature = signature;
+    let wheels: LocalWheel[];
+    try {
+      wheels = await readWheels(this.#dirs, { log: this.#log });
+    } catch (error) {
+      this.#log.warn(
+        `Python sandboxes keep the wheels they had: the changed python.wheelDirs cannot be used: ${
+          (error as Error).message
+        }`,
+      );
+      return;
+    }
+    this.#log.info(
+      `python.wheelDirs changed: new Python sandboxes get ${wheels.length} wheel(s) (${
+        wheels.map((wheel) => wheel.name).join(", ") || "none"
+      }); open sessions keep theirs`,
+    );
+    this.#changed(wheels);
+  }
 }

@@ -1,0 +1,384 @@
+/**
+ * Python's runtime: Pyodide located, its memory snapshot built once, the admin's wheels read, the
+ * warm pool of Python children that boot from them, and the named sessions. A run leases a warm
+ * child, one booted for it, or its session's.
+ *
+ * @module
+ */
+import { join } from "node:path";
+import { cancelled, CodeExecutorError, timedOut } from "../../errors.ts";
+import { principalShare } from "../../principals.ts";
+import { sealChildDenoDir } from "../child/deno_dir.ts";
+import { sandboxFile } from "../child/files.ts";
+import { WarmPool } from "../child/warm_pool.ts";
+import {
+  checkPreparedRun,
+  type Deadline,
+  type LanguageRuntime,
+  type Lease,
+  type LeaseRequest,
+  PREPARE_RUN_LIMITS,
+  type RuntimeContext,
+} from "../runtime.ts";
+import { PyChild, type PyChildOptions } from "./child.ts";
+import { ensurePyodideSnapshot, findPyodideDir } from "./pyodide.ts";
+import { SessionStore } from "./sessions.ts";
+import { readWheels, wheelDirsSignature, WheelWatch } from "./wheels.ts";
+
+/** What Python children are started from, found once. */
+interface PythonStart {
+  /**
+   * The options every Python child is spawned with. Replaced (with the new wheels) when
+   * {@linkcode PythonStart.refreshWheels} finds that `python.wheelDirs` changed.
+   */
+  readonly base: Omit<PyChildOptions, "session">;
+  /** Single-use children booted ahead of need. */
+  pool: WarmPool<PyChild>;
+  /**
+   * Picks up wheels that changed in `python.wheelDirs` since they were read (`code-executor
+   * sync` regenerates its wrapper wheels there): when the files' names, sizes or times differ, it
+   * reads them again, updates {@linkcode PythonStart.base} and replaces the warm pool's
+   * children. It looks at most once a second; call it before a child is leased. Sessions keep
+   * the interpreter they started with. A failure is logged, and the earlier wheels stay.
+   */
+  refreshWheels(): Promise<void>;
+  /** Why the memory snapshot could not be built, when it could not. */
+  snapshotError?: string;
+}
+
+function snapshotDir(context: RuntimeContext): string {
+  return join(context.locations.cacheDir, "pyodide");
+}
+
+/**
+ * Locates Pyodide, builds its snapshot if need be (~10 s the first time) and creates the pool.
+ *
+ * @throws {Error} When Pyodide cannot be found.
+ */
+async function startPython(context: RuntimeContext): Promise<PythonStart> {
+  const { settings, log, closing, locations } = context;
+  const python = settings.python;
+  const sandboxDir = join(locations.cacheDir, "sandbox");
+  const hostPath = await sandboxFile("py_host.ts", sandboxDir);
+  const workerPath = await sandboxFile("py_worker.ts", sandboxDir);
+  const pyodideDir = await findPyodideDir();
+  // Taken before the read: a wheel rewritten meanwhile is then read again at the next check.
+  const signature = await wheelDirsSignature(python.wheelDirs);
+  const wheels = await readWheels(python.wheelDirs, { log });
+  let snapshotError: string | undefined;
+  const snapshotPath = await ensurePyodideSnapshot({
+    denoPath: locations.denoPath,
+    hostPath,
+    workerPath,
+    pyodideDir,
+    cacheDir: snapshotDir(context),
+    denoDir: locations.denoDir,
+    // A build that fails is logged, and children boot without it; `prepare` names the reason.
+    log: {
+      ...log,
+      warn: (message) => {
+        snapshotError = message.replace(/^Python children will boot [^:]*: /, "");
+        log.warn(message);
+      },
+    },
+    signal: closing,
+  });
+  if (closing.aborted) throw new Error("The server is shutting down");
+  let base: Omit<PyChildOptions, "session"> = {
+    denoPath: locations.denoPath,
+    hostPath,
+    workerPath,
+    pyodideDir,
+    snapshotPath,
+    tempRoot: locations.tempRoot,
+    denoDir: locations.denoDir,
+    memoryMb: python.memoryMb,
+    allowedImports: python.allowedImports,
+    wheels,
+    log,
+  };
+  const boot = async () => {
+    const child = await PyChild.spawn(base);
+    if (!(await child.ready)) {
+      await child.dispose();
+      throw new Error("The Python sandbox did not start");
+    }
+    return child;
+  };
+  // The first fill boots one child at a time, so that the first is ready as early as possible
+  // for the first run (two boots side by side on 2 CPUs each take nearly as long as both in a
+  // row). Refills boot side by side: under a burst, that keeps every CPU busy.
+  let serial = python.warmPool;
+  let booting: Promise<unknown> = Promise.resolve();
+  const pool = new WarmPool(
+    python.warmPool,
+    () => {
+      if (serial-- <= 0) return boot();
+      const next = booting.then(() => {
+        if (closing.aborted) throw new Error("The server is shutting down");
+        return boot();
+      });
+      booting = next.catch(() => {});
+      return next;
+    },
+    log,
+    { burst: python.warmPoolBurst, idleMs: python.warmPoolIdleMs },
+  );
+  const watch = new WheelWatch({
+    dirs: python.wheelDirs,
+    signature,
+    log,
+    changed: (wheels) => {
+      base = { ...base, wheels };
+      pool.drain();
+    },
+  });
+  return {
+    get base() {
+      return base;
+    },
+    pool,
+    refreshWheels: () => closing.aborted ? Promise.resolve() : watch.check(),
+    snapshotError,
+  };
+}
+
+/**
+ * Waits for the runtime, but not past the run's deadline: the first use may build the snapshot,
+ * and the build goes on for the next run.
+ *
+ * @param runtime The runtime being started.
+ * @param deadline The run's time and cancellation.
+ * @returns The runtime.
+ * @throws {CodeExecutorError} At the deadline, on cancel, or when Python is unavailable.
+ */
+function pythonWithin(
+  runtime: Promise<PythonStart>,
+  deadline: Deadline,
+): Promise<PythonStart> {
+  return new Promise<PythonStart>((resolve, reject) => {
+    const done = () => {
+      clearTimeout(timer);
+      deadline.signal.removeEventListener("abort", onAbort);
+    };
+    const timer = setTimeout(() => {
+      done();
+      reject(
+        timedOut(deadline.timeoutMs, {
+          during: "while Python was starting for the first time (building its memory snapshot)",
+          change: "retry in a few seconds",
+        }),
+      );
+    }, deadline.timeoutMs);
+    const onAbort = () => {
+      done();
+      reject(cancelled(deadline.signal));
+    };
+    deadline.signal.addEventListener("abort", onAbort, { once: true });
+    runtime.then((value) => {
+      done();
+      resolve(value);
+    }, (error) => {
+      done();
+      reject(
+        new CodeExecutorError(
+          "PythonUnavailable",
+          `Python is unavailable: ${(error as Error).message}`,
+          { cause: error },
+        ),
+      );
+    });
+  });
+}
+
+/**
+ * Takes a warm child from the pool, waiting for one that is booting when the pool is empty (after
+ * start-up, during refills): a head start rather than booting one more on the same CPUs.
+ *
+ * @param pool The Python warm pool.
+ * @param deadline The run's time and cancellation.
+ * @returns A warm child, or undefined when none is coming (the caller spawns one).
+ * @throws {CodeExecutorError} `Cancelled` on cancel, `TimeoutError` at the deadline.
+ */
+async function takePooledChild(
+  pool: WarmPool<PyChild>,
+  deadline: Deadline,
+): Promise<PyChild | undefined> {
+  const expired = new AbortController();
+  const timer = setTimeout(() => expired.abort(), deadline.timeoutMs);
+  let pooled: PyChild | undefined;
+  try {
+    pooled = await pool.takeOrWait(AbortSignal.any([deadline.signal, expired.signal]));
+  } finally {
+    clearTimeout(timer);
+  }
+  if (!pooled && deadline.signal.aborted) {
+    throw cancelled(deadline.signal);
+  }
+  if (!pooled && expired.signal.aborted) {
+    throw timedOut(deadline.timeoutMs, {
+      during: "while a Python sandbox was starting",
+      change: "retry, or pass a larger timeoutMs",
+    });
+  }
+  return pooled;
+}
+
+/** Python children: leased warm, booted for a run, or kept for a session. */
+export class PythonRuntime implements LanguageRuntime {
+  /** The language it runs. */
+  readonly language = "python";
+  #context: RuntimeContext;
+  #started: Promise<PythonStart> | undefined;
+  #sessions: SessionStore<PyChild>;
+
+  private constructor(context: RuntimeContext) {
+    this.#context = context;
+    const { settings, log } = context;
+    this.#sessions = new SessionStore({
+      ttlMs: settings.python.sessionTtlMs,
+      max: settings.python.maxSessions,
+      ownerMax: (owner) =>
+        principalShare(owner, settings.python.maxSessions, settings.python.principalMaxSessions),
+      settingPrefix: "python",
+      log,
+    });
+  }
+
+  /**
+   * Readies the Python children's Deno cache and, with `warm` and a `python.warmPool`, starts
+   * Python (its snapshot first) and fills the pool; otherwise Python starts on first use.
+   *
+   * @param context The executor's settings, locations, log, shutdown and reaper.
+   * @param options Whether to fill the warm pool now.
+   * @returns The runtime.
+   */
+  static async create(context: RuntimeContext, options: { warm: boolean }): Promise<PythonRuntime> {
+    await sealChildDenoDir(context.locations.denoDir, false);
+    const runtime = new PythonRuntime(context);
+    const python = context.settings.python;
+    if (options.warm && python.enabled && python.warmPool > 0) {
+      runtime.#start().then((started) => started.pool.fill(), () => {});
+    }
+    return runtime;
+  }
+
+  /** Locates Pyodide and its snapshot once; a failure is reported by every run_python. */
+  #start(): Promise<PythonStart> {
+    const context = this.#context;
+    this.#started ??= startPython(context);
+    this.#started.catch((error) =>
+      context.log.warn(`Python is unavailable: ${(error as Error).message}`)
+    );
+    return this.#started;
+  }
+
+  /**
+   * Leases a Python child: the session's, a warm one, or one booted for the run; the first run
+   * waits for Python's start-up, up to its deadline.
+   *
+   * @param request The code, deadline, caller, session and a skill's arguments.
+   * @returns The lease.
+   * @throws {CodeExecutorError} `PythonUnavailable`, `TimeoutError` or `Cancelled`.
+   */
+  async lease(request: LeaseRequest): Promise<Lease> {
+    const { code, session, principal, deadline, args } = request;
+    const python = await pythonWithin(this.#start(), deadline);
+    // Wheels that `sync` regenerated reach this run's child without a restart.
+    await python.refreshWheels();
+    const graceMs = this.#context.settings.python.interruptGraceMs;
+    if (session !== undefined) {
+      return {
+        run: (limits) =>
+          this.#sessions.use(
+            { id: session, owner: principal },
+            () => PyChild.spawn({ ...python.base, session: true }),
+            (child) => child.run(code, { ...limits, graceMs }),
+          ),
+        done: () => {},
+      };
+    }
+    let child: PyChild;
+    try {
+      child = await takePooledChild(python.pool, deadline) ?? await PyChild.spawn(python.base);
+    } catch (error) {
+      python.pool.returned();
+      throw error;
+    }
+    const reaper = this.#context.reaper;
+    reaper.track(child);
+    return {
+      run: (limits) => child.run(code, { ...limits, graceMs, args }),
+      done: () => {
+        python.pool.returned();
+        reaper.retire(child, () => python.pool.fill());
+      },
+    };
+  }
+
+  /**
+   * A skill's body for the caller's Python child, which compiles it in a namespace of its own.
+   *
+   * @param code The skill's body.
+   * @returns `{source}`.
+   */
+  inlineSkill(code: string): Record<string, unknown> {
+    return { source: code };
+  }
+
+  /**
+   * Starts Python (building the snapshot), then boots a child from the snapshot and runs code.
+   *
+   * @returns Where Pyodide and the snapshot are, and how long they took.
+   * @throws {Error} When Pyodide is missing, the snapshot cannot be built, or a child booted from
+   * it cannot run code.
+   */
+  async prepare(): Promise<string> {
+    const started = performance.now();
+    const python = await this.#start();
+    const { snapshotPath, pyodideDir } = python.base;
+    if (!snapshotPath) {
+      throw new Error(
+        `Cannot build the Pyodide memory snapshot in ${snapshotDir(this.#context)}: ${
+          python.snapshotError ?? "no reason was given"
+        }`,
+      );
+    }
+    const readyMs = Math.round(performance.now() - started);
+    const child = await PyChild.spawn(python.base);
+    try {
+      if (!(await child.ready)) {
+        throw new Error(`Cannot start a Python sandbox: ${child.fatal ?? "no reason was given"}`);
+      }
+      if (!child.boot?.fromSnapshot) {
+        throw new Error(
+          `A Python sandbox booted without the snapshot ${snapshotPath}: ${
+            child.boot?.snapshotError ?? "no reason was given"
+          }`,
+        );
+      }
+      checkPreparedRun("A Python sandbox", await child.run("6 * 7", PREPARE_RUN_LIMITS));
+    } finally {
+      await child.dispose();
+    }
+    const bytes = (await Deno.stat(snapshotPath)).size;
+    return `Pyodide in ${pyodideDir}; snapshot ${snapshotPath} (${
+      (bytes / 1e6).toFixed(1)
+    } MB, ready after ${readyMs} ms); a child booted from it and ran code`;
+  }
+
+  /**
+   * The warm pool, once Pyodide is located.
+   *
+   * @returns The pool.
+   */
+  async pool(): Promise<WarmPool<PyChild>> {
+    return (await this.#start()).pool;
+  }
+
+  /** Kills the idle pooled children and every session's. */
+  async close(): Promise<void> {
+    const python = await this.#started?.catch(() => undefined);
+    await Promise.all([python?.pool.close(), this.#sessions.close()]);
+  }
+}

@@ -1,0 +1,148 @@
+/**
+ * One run's own types: what a caller of the executor chooses for it (its limits within the
+ * admin's, its tools, its permissions, its client and its principal), the {@linkcode RunHold}
+ * that pauses it while a person or a client is asked, and the {@linkcode RunContext} its
+ * requests are served in, built once when it starts.
+ *
+ * @module
+ */
+import type { Logger } from "../log.ts";
+import type { AuditLog } from "../policy/audit.ts";
+import type { RequestedPermissions } from "../policy/permissions.ts";
+import type { RunTokenizer } from "../privacy/tokenizer.ts";
+import type { ClientChannel } from "../sampling/channel.ts";
+import type { SkillLanguage, SkillRecord, SkillStore } from "../skills/store.ts";
+import type { Hub } from "../upstream/hub.ts";
+import type { AdmittedLimits } from "./admission.ts";
+import type { RunOutputs } from "./output_store.ts";
+import type { Lease } from "./runtime.ts";
+
+/**
+ * Holds a run while the host waits for a person (an approval): its deadline stops counting and
+ * its process is stopped (SIGSTOP), so that the wait neither counts against `timeoutMs` nor
+ * gives the code time to work unmetered. Holds nest; the run goes on when the last ends. A run
+ * that calls a skill in the other language has two processes under one hold: the caller's and the
+ * nested run's, so a hold stops every attached target.
+ */
+export class RunHold {
+  #holds = 0;
+  #targets = new Set<{ stop(): void; go(): void }>();
+  #heldMs = 0;
+  #since = 0;
+
+  /**
+   * Connects a running execution (called by it).
+   *
+   * @param target Stops and restarts its clock and process.
+   * @returns Disconnects it again.
+   */
+  attach(target: { stop(): void; go(): void }): () => void {
+    this.#targets.add(target);
+    if (this.#holds > 0) target.stop();
+    return () => {
+      if (this.#targets.delete(target) && this.#holds > 0) target.go();
+    };
+  }
+
+  /** Milliseconds the run has been held so far, the current hold included. */
+  get heldMs(): number {
+    return this.#heldMs + (this.#holds > 0 ? performance.now() - this.#since : 0);
+  }
+
+  /**
+   * Runs `work` with the run held.
+   *
+   * @param work The wait, for example a question to the client.
+   * @returns What `work` returns.
+   */
+  async during<T>(work: () => Promise<T>): Promise<T> {
+    if (this.#holds++ === 0) {
+      this.#since = performance.now();
+      for (const target of this.#targets) target.stop();
+    }
+    try {
+      return await work();
+    } finally {
+      if (--this.#holds === 0) {
+        this.#heldMs += performance.now() - this.#since;
+        for (const target of this.#targets) target.go();
+      }
+    }
+  }
+}
+
+/** Options of one run. */
+export interface RunOptions {
+  /** Wall-clock limit; defaults to `limits.timeoutMs`, at most `limits.maxTimeoutMs`. */
+  timeoutMs?: number;
+  /** Extra permissions, narrowed against the admin's settings. */
+  permissions?: RequestedPermissions;
+  /** Globs of upstream tools the code may call, narrowing the admin's `tools.allow`. */
+  allowedTools?: string[];
+  /** Aborting it cancels the run, queued or running. */
+  signal?: AbortSignal;
+  /** The MCP client of the tool call: its model, its user, its progress token. */
+  client?: ClientChannel;
+  /** Lower LLM caps for this run; each at most the admin's `sampling` value. */
+  sampling?: { maxRounds?: number; maxTokens?: number };
+  /** Who runs: `local` (the default) on stdio, the token's principal over HTTP. */
+  principal?: string;
+  /** Held while the run waits for a person or a client (a parked run's); a fresh one otherwise. */
+  hold?: RunHold;
+}
+
+/** Options of a Python run. */
+export interface PythonRunOptions extends Omit<RunOptions, "permissions"> {
+  /** Keep the interpreter under this id for later runs (globals persist); fresh when omitted. */
+  session?: string;
+}
+
+/** Options of {@linkcode Executor}. */
+export interface ExecutorOptions {
+  /** Where to report problems. */
+  log: Logger;
+  /** Upstream MCP servers the code may call; none when omitted. */
+  hub?: Hub;
+  /** Where executions and tool calls are recorded; nothing is recorded when omitted. */
+  audit?: AuditLog;
+  /**
+   * Saved skills: the in-sandbox `skills` API saves, lists and calls them, and `searchTools` finds
+   * them beside the tools; without it the API fails.
+   */
+  skills?: SkillStore;
+  /**
+   * Whether to fill the warm pools at the start (the default); `prepare` starts an executor
+   * without them.
+   */
+  warmPools?: boolean;
+}
+
+/** One admitted run, as its requests are served: built once, when its child is leased. */
+export interface RunContext {
+  /** The run's id in the audit log. */
+  executionId: string;
+  /** The language of the caller's code. */
+  language: SkillLanguage;
+  /** Who runs. */
+  principal: string;
+  /** Aborted when the run ends, is cancelled or the server shuts down: its requests stop. */
+  signal: AbortSignal;
+  /** Its timeout and LLM caps, within the admin's. */
+  limits: AdmittedLimits;
+  /** Holds the run, and every nested run of it, while a person or a client is asked. */
+  hold: RunHold;
+  /** The MCP client of the tool call; none for command-line runs. */
+  client?: ClientChannel;
+  /** Globs of upstream tools the code may call (`RunOptions.allowedTools`). */
+  allowedTools?: string[];
+  /** Placeholders for personal data (`privacy.tokenize`), bound to the principal. */
+  tokenizer?: RunTokenizer;
+  /** The principal's share of the kept outputs (`readOutput`). */
+  outputs: RunOutputs;
+  /** What is left of the run's time. */
+  remainingMs(): number;
+  /** Leases a child for a skill in the other language (a nested run), with the caller's grants. */
+  lease(skill: SkillRecord, args: Record<string, unknown>, timeoutMs: number): Promise<Lease>;
+  /** The reply fields that run a skill's body in a child of the skill's language. */
+  inline(skill: SkillRecord): Record<string, unknown>;
+}

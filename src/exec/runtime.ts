@@ -1,0 +1,124 @@
+/**
+ * The seam between the executor and a language: a {@linkcode LanguageRuntime} leases a child of
+ * its language for a run, says how a skill's body runs in such a child, prepares the caches its
+ * start-up needs (`code-executor prepare`), and closes its children. The executor holds one per
+ * language (`languages.ts` lists them) and knows nothing else of either.
+ *
+ * @module
+ */
+import type { Settings } from "../config/settings.ts";
+import type { Logger } from "../log.ts";
+import type { GrantedPermissions } from "../policy/permissions.ts";
+import type { SkillLanguage } from "../skills/store.ts";
+import type { RunLimits } from "./child/execution.ts";
+import type { SandboxLocations } from "./child/files.ts";
+import type { ChildReaper } from "./child/reaper.ts";
+import type { PooledChild, WarmPool } from "./child/warm_pool.ts";
+import type { ExecutionResult } from "./result.ts";
+
+/** How long a run may still take, and its cancellation. */
+export interface Deadline {
+  /** Milliseconds left. */
+  timeoutMs: number;
+  /** Aborted when the run is cancelled. */
+  signal: AbortSignal;
+}
+
+/** What a run asks of its language's runtime. */
+export interface LeaseRequest {
+  /** The code to run: the model's, or a skill's body in a nested run. */
+  code: string;
+  /** What the child may reach beyond its workspace (a Python child reaches nothing). */
+  granted: GrantedPermissions;
+  /** The run's time and cancellation: a start-up that waits (Python's first) stops at it. */
+  deadline: Deadline;
+  /** Who runs: a session belongs to its principal. */
+  principal: string;
+  /** A session's id, where the language has sessions (Python). */
+  session?: string;
+  /** A skill's arguments, in a nested run: the code is then the skill's body. */
+  args?: Record<string, unknown>;
+}
+
+/** A child borrowed for one run, and what to do with it afterwards. */
+export interface Lease {
+  /** Runs the leased code in the child. */
+  run(limits: RunLimits): Promise<ExecutionResult>;
+  /** Gives the child back: it is disposed off the response path, and the pool refilled. */
+  done(): void;
+}
+
+/** One language's children, as the executor uses them. */
+export interface LanguageRuntime {
+  /** The language it runs. */
+  readonly language: SkillLanguage;
+  /**
+   * Leases a child for one run: a warm one when the grants allow, else one started for it.
+   *
+   * @param request The code, grants, deadline and caller.
+   * @returns The lease; the caller calls `done()` on every path.
+   * @throws {CodeExecutorError} When the language cannot run (`PythonUnavailable`), or the
+   * deadline or a cancel comes first (`TimeoutError`, `Cancelled`).
+   */
+  lease(request: LeaseRequest): Promise<Lease>;
+  /**
+   * The fields of a skill `call` reply that run a skill's body in the caller's child, which runs
+   * this language (frame `reply`, `mode: "inline"`).
+   *
+   * @param code The skill's body.
+   * @returns The fields the child's runner expects.
+   */
+  inlineSkill(code: string): Record<string, unknown>;
+  /**
+   * Builds and checks what the language's start-up needs in the cache, by running code once the
+   * way the server does (`code-executor prepare`).
+   *
+   * @returns What was prepared, for a person to read.
+   * @throws {Error} With what failed and what to change.
+   */
+  prepare(): Promise<string>;
+  /**
+   * The warm pool of started children, for tests and benchmarks.
+   *
+   * @returns The pool, once the language's start-up has found what its children need.
+   */
+  pool(): Promise<WarmPool<PooledChild>>;
+  /** Kills every idle, pooled and session child; leased children are the reaper's. */
+  close(): Promise<void>;
+}
+
+/** What a runtime is started with: the executor's settings, locations and shutdown. */
+export interface RuntimeContext {
+  /** The admin's settings. */
+  settings: Settings;
+  /** Where children are started from and what they may write. */
+  locations: SandboxLocations;
+  /** Where to report problems. */
+  log: Logger;
+  /** Aborted when the executor closes: no child is started after that. */
+  closing: AbortSignal;
+  /** Disposes used children off the response path, and every leased one at close. */
+  reaper: ChildReaper;
+}
+
+/** The limits of the run that {@linkcode LanguageRuntime.prepare} makes; a cold one is well under. */
+export const PREPARE_RUN_LIMITS: Readonly<RunLimits> = {
+  timeoutMs: 60_000,
+  maxOutputBytes: 64 * 1024,
+};
+
+/**
+ * Checks the result of the run a runtime's `prepare` makes, code that returns 6 * 7.
+ *
+ * @param what The child, for the message: "A TypeScript sandbox".
+ * @param result The run's result.
+ * @throws {Error} Unless the run returned 42.
+ */
+export function checkPreparedRun(what: string, result: ExecutionResult): void {
+  if (result.ok && result.returnValue === 42) return;
+  throw new Error(
+    `${what} did not run code: ${
+      result.error ? `${result.error.type}: ${result.error.message}` : JSON.stringify(result)
+    }`,
+  );
+}
