@@ -2,7 +2,7 @@
  * One error vocabulary. Every `error.type` that the server or its sandbox runners produce is a
  * key of {@linkcode ERROR_TYPES}, with what it means and what the caller should change; the
  * README's table is this one (a test compares them). Any other `error.type` is the name of an
- * exception the code itself raised and did not catch (`ZeroDivisionError`, `NotCapable`, …).
+ * exception the code itself raised and did not catch (`ZeroDivisionError`, `RangeError`, …).
  *
  * {@linkcode CodeExecutorError} is the one error class that crosses a boundary: it carries a
  * type from this set, keeps the error it wraps as `cause`, and renders itself as a failed result
@@ -68,8 +68,9 @@ export const ERROR_TYPES = {
     change: "Retry once the server is back",
   },
   PermissionError: {
-    meaning: "`permissions` asks for a host or path the admin does not allow",
-    change: "Ask only for hosts in permissions.net and paths under ALLOWED_PROJECTS",
+    meaning:
+      "`permissions` asks for a host or path the admin does not allow, or the code used access it was not granted",
+    change: "Pass what the message names: hosts in permissions.net, paths under ALLOWED_PROJECTS",
   },
   SandboxStartError: {
     meaning: "The sandbox process could not be started",

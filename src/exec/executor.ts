@@ -18,6 +18,7 @@ import {
   isDefaultProfile,
   narrowPermissions,
 } from "../policy/permissions.ts";
+import { explainDenied } from "../policy/denied_access.ts";
 import type { AuditLog } from "../policy/audit.ts";
 import { ToolPolicy } from "../policy/tool_policy.ts";
 import { ApprovalPolicy, PendingApprovals } from "../policy/approvals.ts";
@@ -256,9 +257,13 @@ export class Executor {
       log: this.#log,
       closing: this.#closing.signal,
     });
-    this.#python.catch((error) =>
-      this.#log.warn(`Python is unavailable: ${(error as Error).message}`)
-    );
+    // A start cut short by close() (a normal exit, or a fatal error of the server's own start) is
+    // no news about Python: only a failure while the server runs is.
+    this.#python.catch((error) => {
+      if (!this.#closing.signal.aborted) {
+        this.#log.warn(`Python is unavailable: ${(error as Error).message}`);
+      }
+    });
     return this.#python;
   }
 
@@ -315,6 +320,13 @@ export class Executor {
       stdout?.stop();
       if (--this.#running === 0) { for (const resolve of this.#settled.splice(0)) resolve(); }
     }
+    const denied = result.error &&
+      await explainDenied(result.error, {
+        language,
+        requested: options.permissions,
+        settings: this.#settings,
+      });
+    if (denied) result = { ...result, error: denied };
     if (tokenizer) result = await tokenizeResult(result, tokenizer, stdout);
     if (this.#audit) {
       recordRun(this.#audit, {
