@@ -9,6 +9,9 @@ import { join } from "node:path";
 import { assert, assertEquals, assertFails, assertMatch, assertReturns } from "./_assert.ts";
 import {
   describeRun,
+  eventually,
+  fixtureServer,
+  homeEnv,
   ROOT,
   runCommand,
   sandboxDirs,
@@ -17,6 +20,9 @@ import {
   withTempDir,
 } from "./_helpers.ts";
 import { buildWheel, wheelFileName } from "../src/codegen/wheel.ts";
+
+/** The tools tests/fixtures/upstream_fixture.ts lists by default. */
+const FIXTURE_TOOL_COUNT = 5;
 
 /** A loopback HTTP server that answers `pong`, for the grants the messages advise. */
 function pong(): { port: number; close: () => Promise<void> } {
@@ -160,5 +166,114 @@ Deno.test("serve logs no Python failure on a normal exit or before its own fatal
     assertMatch(http.stderr, /Refusing to serve HTTP on 0\.0\.0\.0 without authentication/);
     assert(!/Python is unavailable/.test(http.stderr), describeRun(http));
     assertEquals(await sandboxDirs(tempDir), []);
+  });
+});
+
+Deno.test("run_typescript's description has tool counts on the first start, and marks a server that is down", async () => {
+  await withTempDir("ce-first-start-", async (home) => {
+    // A private HOME and cache: no tool cache of an earlier start.
+    const server = await startServer({
+      home,
+      upstream: {
+        fixture: fixtureServer({}),
+        gone: fixtureServer({ FIXTURE_MODE: "exit" }),
+      },
+    });
+    try {
+      const changes: number[] = [];
+      server.client.setNotificationHandler("notifications/tools/list_changed", () => {
+        changes.push(Date.now());
+      });
+      const description = async () => {
+        const { tools } = await server.client.listTools();
+        return tools.find((tool) => tool.name === "run_typescript")?.description ?? "";
+      };
+      // The first answer already says where each server stands.
+      assertMatch(
+        await description(),
+        /\nServers \(tools\): fixture \((?:\d+|loading)\), gone \((?:down|loading)\)$/,
+      );
+      let last = "";
+      const settled = await eventually(async () => {
+        last = await description();
+        return /: fixture \(\d+\), gone \(down\)$/.test(last);
+      }, 60_000);
+      assert(settled, `no counts in: ${last}`);
+      assertEquals(/fixture \((\d+)\)/.exec(last)?.[1], String(FIXTURE_TOOL_COUNT));
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+Deno.test("search_tools ranks a tool whose description says it is deprecated below its replacement", async () => {
+  const extra = [
+    { name: "get_sum", description: "Deprecated: use add_numbers instead. Adds two numbers" },
+    { name: "add_numbers", description: "Adds two numbers and returns their sum" },
+    { name: "sum_legacy", description: "[DEPRECATED] Sums a list; use add_numbers" },
+    { name: "sum_list", description: "Replaces the deprecated sum_legacy: sums a list" },
+  ];
+  const server = await startServer({
+    upstream: { math: fixtureServer({ FIXTURE_EXTRA_TOOLS: JSON.stringify(extra) }) },
+  });
+  try {
+    const result = await server.client.callTool({
+      name: "search_tools",
+      arguments: { query: "sum", detail: "names" },
+    });
+    const text = (result.content as Array<{ text?: string }>).map((c) => c.text).join("\n");
+    const names = text.split("\n").filter((line) => line.startsWith("mcp__math__"));
+    const rank = (tool: string) => names.indexOf(`mcp__math__${tool}`);
+    for (const tool of ["get_sum", "add_numbers", "sum_legacy", "sum_list"]) {
+      assert(rank(tool) >= 0, `${tool} is not in:\n${text}`);
+    }
+    assert(rank("add_numbers") < rank("get_sum"), text);
+    // A replacement that mentions the tool it replaces is not deprecated itself.
+    assert(rank("sum_list") < rank("sum_legacy"), text);
+    assertEquals(names.slice(-2).sort(), ["mcp__math__get_sum", "mcp__math__sum_legacy"], text);
+  } finally {
+    await server.close();
+  }
+});
+
+Deno.test("doctor's server table stays within 100 columns, with errors under it, and says 1 server", async () => {
+  await withTempDir("ce-doctor-width-", async (home) => {
+    // A config deep in a long path, and a server whose error names it: the widest cells doctor meets.
+    const deep = join(home, "a-directory-with-a-rather-long-name", "and-another-one-below-it");
+    const config = join(deep, "mcp.json");
+    await Deno.mkdir(deep, { recursive: true });
+    await Deno.writeTextFile(
+      config,
+      JSON.stringify({ mcpServers: { "missing-command-server": { command: join(deep, "nope") } } }),
+    );
+    const run = await runCommand(Deno.execPath(), [
+      "run",
+      "-A",
+      "main.ts",
+      "doctor",
+      "--config",
+      config,
+    ], {
+      cwd: ROOT,
+      clearEnv: true,
+      env: { ...homeEnv(home), TMPDIR: home },
+    });
+    const report = describeRun(run);
+    assertEquals(run.code, 1, report);
+    assertMatch(run.stdout, new RegExp(`found +${config} \\[cli\\] \\(1 server\\)$`, "m"), report);
+    const start = run.stdout.indexOf("\nServers:\n");
+    const section = run.stdout.slice(start + 1, run.stdout.indexOf("\nTokens", start));
+    const table = section.slice(0, section.indexOf("\n\n"));
+    for (const line of table.split("\n")) {
+      assert(line.length <= 100, `${line.length} columns: ${line}\n${report}`);
+    }
+    assertMatch(table, /^ +missing-command-server +\S+ +stdio +error +- +-$/m, report);
+    // The whole error, path included, under the table.
+    assertMatch(
+      section.replace(/\n +/g, " "),
+      new RegExp(`missing-command-server: command "${join(deep, "nope")}" was not found`),
+      report,
+    );
+    assertEquals(await sandboxDirs(home), []);
   });
 });
