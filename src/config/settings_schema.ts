@@ -20,6 +20,12 @@ const LimitsSchema = z.object({
    * kept whole (`outputs`) and shown as a preview.
    */
   maxOutputBytes: positiveInt.default(100 * 1024),
+  /**
+   * Characters a result shows of a part kept whole (`outputs`), its stdout and stderr previews
+   * together; sent once, in `structuredContent` (the text block names the kept output instead).
+   * Well under what clients pass to the model: Claude Code cuts a tool result at 25,000 tokens.
+   */
+  previewChars: positiveInt.default(20_000),
   /** Executions running at once; more are queued. */
   maxConcurrent: positiveInt.default(4),
   /** Executions waiting for a slot before new ones are refused. */

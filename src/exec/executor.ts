@@ -142,7 +142,10 @@ export class Executor {
     this.#admission = new Admission(settings);
     this.#approvalPolicy = new ApprovalPolicy(settings.approvals);
     this.#pending = new PendingApprovals(options.audit);
-    this.#outputs = new OutputStore(settings.outputs);
+    this.#outputs = new OutputStore({
+      ...settings.outputs,
+      previewChars: settings.limits.previewChars,
+    });
     this.#parked = new ParkedRuns(settings.approvals.stateKey, settings.http.replicaId);
     this.#pool = new WarmPool(settings.sandbox.warmPool, () => this.#spawn({ preload: true }), log);
     this.#sessions = new SessionStore({
