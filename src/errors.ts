@@ -71,8 +71,9 @@ export const ERROR_TYPES = {
   },
   PermissionError: {
     origin: "admission",
-    meaning: "`permissions` asks for a host or path the admin does not allow",
-    change: "Ask only for hosts in permissions.net and paths under ALLOWED_PROJECTS",
+    meaning:
+      "`permissions` asks for a host or path the admin does not allow, or the code used access it was not granted",
+    change: "Pass what the message names: hosts in permissions.net, paths under ALLOWED_PROJECTS",
   },
   ShuttingDown: {
     origin: "admission",

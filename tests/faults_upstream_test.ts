@@ -284,7 +284,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
           assertMatch(text, /^\/\/ Server "dead" is unavailable: the process exited/m);
           const { tools } = await server.client.listTools();
           const description = tools.find((tool) => tool.name === "run_typescript")?.description;
-          assertMatch(description ?? "", /\bdead \(unavailable\)/);
+          assertMatch(description ?? "", /\bdead \(down\)/);
         },
       );
 

@@ -19,7 +19,8 @@ const CAP = 256 * 1024;
 const SETTINGS = {
   privacy: { tokenize: true },
   approvals: { mode: "off" },
-  limits: { maxOutputBytes: CAP },
+  // A kept stdout's preview is then the cap's first bytes, not limits.previewChars' characters.
+  limits: { maxOutputBytes: CAP, previewChars: CAP },
   // The code holds the values too: recorded, it would take placeholder numbers before the output.
   audit: { includeCode: false },
 };

@@ -285,7 +285,7 @@ Deno.test("Executor.runTypescript() checks every redirect of a granted host agai
           }))).text()`,
           { permissions: { net: [host] } },
         );
-        assertEquals(result.error?.type, "NotCapable", describe(result));
+        assertEquals(result.error?.type, "PermissionError", describe(result));
         assertMatch(result.error?.message ?? "", /Requires net access to "127\.0\.0\.1:\d+"/);
       }
     });

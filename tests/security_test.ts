@@ -143,12 +143,12 @@ async function attackSequence(
   await refuses(
     "refuses to read /etc/passwd via Deno.readTextFile",
     'return await Deno.readTextFile("/etc/passwd");',
-    { type: "NotCapable", message: /Requires read access to "\/etc\/passwd"/ },
+    { type: "PermissionError", message: /Requires read access to "\/etc\/passwd"/ },
   );
   await refuses(
     "refuses to read /etc/passwd via node:fs",
     'import { readFileSync } from "node:fs";\nreturn readFileSync("/etc/passwd", "utf8");',
-    { type: "NotCapable", message: /Requires read access to "\/etc\/passwd"/ },
+    { type: "PermissionError", message: /Requires read access to "\/etc\/passwd"/ },
   );
   await refuses(
     "refuses to read /etc/passwd via a static text import",
@@ -176,75 +176,75 @@ async function attackSequence(
   await refuses(
     "refuses to read /etc/passwd via fetch of a file: URL",
     'return await (await fetch("file:///etc/passwd")).text();',
-    { type: "NotCapable", message: /Requires read access to "\/etc\/passwd"/ },
+    { type: "PermissionError", message: /Requires read access to "\/etc\/passwd"/ },
   );
   await refuses(
     "refuses to hard-link /etc/passwd into the workspace",
     'await Deno.link("/etc/passwd", "passwd");\nreturn await Deno.readTextFile("passwd");',
-    { type: "NotCapable", message: /Requires read access to "\/etc\/passwd"/ },
+    { type: "PermissionError", message: /Requires read access to "\/etc\/passwd"/ },
   );
   await refuses(
     "refuses to list the directory around the workspace",
     'return [...Deno.readDirSync("..")].map((entry) => entry.name);',
-    { type: "NotCapable", message: /Requires read access to "\.\."/ },
+    { type: "PermissionError", message: /Requires read access to "\.\."/ },
   );
   await refuses(
     "refuses Deno.env.get",
     'return Deno.env.get("HOME");',
-    { type: "NotCapable", message: /Requires env access to "HOME"/ },
+    { type: "PermissionError", message: /Requires env access to "HOME"/ },
   );
   await refuses(
     "refuses Deno.env.toObject",
     "return Deno.env.toObject();",
-    { type: "NotCapable", message: /Requires env access/ },
+    { type: "PermissionError", message: /Requires env access/ },
   );
   // With a cleared environment there is no PATH, so Deno cannot resolve "id" before it checks
   // the run permission; the absolute-path variant below shows the permission check itself.
   await refuses(
     "refuses new Deno.Command by name",
     'return (await new Deno.Command("id").output()).code;',
-    { type: /^(NotCapable|NotFound)$/, message: /Requires run access|Failed to spawn 'id'/ },
+    { type: /^(PermissionError|NotFound)$/, message: /Requires run access|Failed to spawn 'id'/ },
   );
   await refuses(
     "refuses new Deno.Command of the deno executable by absolute path",
     `const out = await new Deno.Command(${
       JSON.stringify(Deno.execPath())
     }, { args: ["eval", "console.log(1)"] }).output();\nreturn out.code;`,
-    { type: "NotCapable", message: /Requires run access/ },
+    { type: "PermissionError", message: /Requires run access/ },
   );
   await refuses(
     "refuses node:child_process",
     'import { execSync } from "node:child_process";\nreturn String(execSync("id"));',
-    { type: "NotCapable", message: /Requires (run|env) access/ },
+    { type: "PermissionError", message: /Requires (run|env) access/ },
   );
   await refuses(
     "refuses to kill the host process",
     'Deno.kill(Deno.ppid, "SIGKILL");\nreturn "killed";',
-    { type: "NotCapable", message: /Requires run access/ },
+    { type: "PermissionError", message: /Requires run access/ },
   );
   const port = new URL(target.url).port;
   await refuses(
     "refuses fetch to a loopback server",
     `return await (await fetch("${target.url}/")).text();`,
     {
-      type: "NotCapable",
+      type: "PermissionError",
       message: new RegExp(`Requires net access to "127\\.0\\.0\\.1:${port}"`),
     },
   );
   await refuses(
     "refuses a raw TCP connection to a loopback server",
     `const conn = await Deno.connect({ hostname: "127.0.0.1", port: ${port} });\nconn.close();`,
-    { type: "NotCapable", message: /Requires net access/ },
+    { type: "PermissionError", message: /Requires net access/ },
   );
   await refuses(
     "refuses fetch to the cloud metadata address",
     'return await (await fetch("http://169.254.169.254/latest/meta-data/")).text();',
-    { type: "NotCapable", message: /Requires net access to "169\.254\.169\.254:80"/ },
+    { type: "PermissionError", message: /Requires net access to "169\.254\.169\.254:80"/ },
   );
   await refuses(
     "refuses to listen on a port",
     "const listener = Deno.listen({ port: 0 });\nlistener.close();",
-    { type: "NotCapable", message: /Requires net access/ },
+    { type: "PermissionError", message: /Requires net access/ },
   );
   await t.step("the loopback target received no request", () => {
     assertEquals(target.requests, []);
@@ -278,24 +278,24 @@ async function attackSequence(
   await refuses(
     "refuses Deno.dlopen",
     'return String(Deno.dlopen("libc.so.6", {}));',
-    { type: "NotCapable", message: /Requires ffi access/ },
+    { type: "PermissionError", message: /Requires ffi access/ },
   );
   const planted = `${outside}/planted.txt`;
   await refuses(
     "refuses to write outside the workspace",
     `await Deno.writeTextFile(${JSON.stringify(planted)}, "planted");\nreturn "written";`,
-    { type: "NotCapable", message: /Requires write access/ },
+    { type: "PermissionError", message: /Requires write access/ },
     { after: async () => assert(!(await exists(planted)), `${planted} was written`) },
   );
   await refuses(
     "refuses to create a symlink to /",
     'await Deno.symlink("/", "root");\nreturn await Deno.readTextFile("root/etc/passwd");',
-    { type: "NotCapable", message: /Deno\.symlink\(\) requires|Requires (read|write) access/ },
+    { type: "PermissionError", message: /Deno\.symlink\(\) requires|Requires (read|write) access/ },
   );
   await refuses(
     "refuses to change directory to /",
     'Deno.chdir("/");\nreturn Deno.readTextFileSync("etc/passwd");',
-    { type: "NotCapable", message: /Requires read access to "\/"/ },
+    { type: "PermissionError", message: /Requires read access to "\/"/ },
   );
   // Deno would end the whole child when code asks for Worker permissions without
   // --unstable-worker-options; the runner refuses the option first with a TypeError the code can
@@ -344,8 +344,9 @@ async function attackSequence(
     {
       after: (result) => {
         assertEquals(result.truncated, true);
-        const bytes = new TextEncoder().encode(result.stdout).length;
-        assert(bytes <= 100 * 1024 && bytes > 90 * 1024, `stdout kept ${bytes} bytes`);
+        // What reaches the model is a preview of limits.previewChars (20,000 by default).
+        const chars = result.stdout.length;
+        assert(chars <= 20_000 && chars > 19_000, `stdout shows ${chars} characters`);
       },
     },
   );

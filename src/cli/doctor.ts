@@ -9,6 +9,7 @@ import { discoverUpstreams } from "../config/upstream.ts";
 import { Executor } from "../exec/executor.ts";
 import { createLogger } from "../log.ts";
 import { listOwnTools } from "../server/introspect.ts";
+import { plural } from "../_util.ts";
 import { openHub } from "../upstream/hub.ts";
 import { httpReport } from "./doctor_http.ts";
 
@@ -24,11 +25,50 @@ function indent(text: string, spaces: number): string {
   return text.replace(/^/gm, " ".repeat(spaces));
 }
 
-function table(rows: string[][]): string {
+/** Columns the report keeps within: a terminal's 100, so that nothing wraps into a mess. */
+const WIDTH = 100;
+
+/** Cuts the middle out of a cell (a long path keeps its start and its file name). */
+function elide(cell: string, width: number): string {
+  if (cell.length <= width) return cell;
+  const tail = Math.floor((width - 1) / 2);
+  return `${cell.slice(0, width - 1 - tail)}…${cell.slice(cell.length - tail)}`;
+}
+
+/**
+ * Lays rows out in columns, indented by two, within {@linkcode WIDTH}: the widest of the columns
+ * `shrinkable` names give up room first (their cells elided in the middle), down to 8 each.
+ */
+function table(rows: string[][], shrinkable: number[]): string {
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
-  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i])).join("  ").trimEnd()).join(
-    "\n",
-  );
+  const total = () => 2 + widths.reduce((sum, w) => sum + w, 0) + 2 * (widths.length - 1);
+  while (total() > WIDTH) {
+    const widest = shrinkable.filter((i) => widths[i] > 8).sort((a, b) => widths[b] - widths[a])[0];
+    if (widest === undefined) break;
+    widths[widest] -= Math.min(total() - WIDTH, widths[widest] - 8);
+  }
+  return rows.map((r) =>
+    "  " + r.map((cell, i) => elide(cell, widths[i]).padEnd(widths[i])).join("  ").trimEnd()
+  ).join("\n");
+}
+
+/** Wraps `name: text` at {@linkcode WIDTH}, words whole (a path stays copyable), indented. */
+function note(name: string, text: string): string {
+  const lines: string[] = [];
+  let line = `  ${name}:`;
+  let words = 0;
+  for (const word of text.split(/\s+/).filter(Boolean)) {
+    // A line's first word joins it whatever its length: a path wider than a line stands alone.
+    if (words > 0 && line.length + 1 + word.length > WIDTH) {
+      lines.push(line);
+      line = "   ";
+      words = 0;
+    }
+    line += ` ${word}`;
+    words++;
+  }
+  lines.push(line);
+  return lines.join("\n");
 }
 
 /**
@@ -53,7 +93,7 @@ export async function doctor(options: DoctorOptions): Promise<number> {
     const detail = source.error
       ? `: none of its servers is used until it is fixed\n${indent(source.error, 4)}`
       : source.found
-      ? ` (${source.servers} servers)`
+      ? ` (${plural(source.servers, "server")})`
       : "";
     write(`  ${state} ${source.path} [${source.kind}]${detail}\n`);
   }
@@ -73,36 +113,44 @@ export async function doctor(options: DoctorOptions): Promise<number> {
     ));
     await hub.catalog.ensure();
     const summary = new Map(hub.catalog.summary().map((s) => [s.name, s]));
-    // A server's own words (its stderr as it died) go under the table, which keeps one line a row.
-    const details: string[] = [];
+    // An error is a sentence with a path in it: it goes under the table, whole.
+    const problems: string[] = [];
     for (const status of hub.pool.statuses()) {
       const config = hub.pool.config(status.name)!;
       const tools = summary.get(status.name)?.tools;
+      const ok = status.state === "ready";
       const [error, ...more] = (status.error ?? summary.get(status.name)?.error ?? "").split("\n");
-      if (status.state !== "ready" && more.length > 0) {
-        details.push(`  ${status.name}:\n${indent(more.join("\n"), 2)}`);
+      if (!ok) {
+        // A server's own words (its stderr as it died) follow the sentence, as it wrote them.
+        problems.push(
+          note(status.name, error) + (more.length ? `\n${indent(more.join("\n"), 4)}` : ""),
+        );
       }
       rows.push([
         status.name,
         config.source,
         config.transport,
-        status.state === "ready" ? "ok" : error.startsWith("skipped:") ? error : `error: ${error}`,
+        ok ? "ok" : error.startsWith("skipped:") ? "skipped" : "error",
         tools === undefined ? "-" : String(tools),
         status.connectMs === undefined ? "-" : `${status.connectMs} ms`,
       ]);
     }
     for (const broken of upstream.broken) {
-      rows.push([broken.name, broken.source, "-", `error: ${broken.error}`, "-", "-"]);
+      problems.push(note(broken.name, broken.error));
+      rows.push([broken.name, broken.source, "-", "error", "-", "-"]);
     }
     for (const skipped of upstream.skipped ?? []) {
       if (skipped.reason !== "self" || skipped.name.toLowerCase() === "code-executor") continue;
-      rows.push([skipped.name, skipped.source, "-", `skipped: ${skipped.detail}`, "-", "-"]);
+      problems.push(note(skipped.name, `skipped: ${skipped.detail}`));
+      rows.push([skipped.name, skipped.source, "-", "skipped", "-", "-"]);
     }
     const none = skippedFiles > 0
       ? "  (none usable: see the skipped config files above)"
       : "  (none configured)";
-    write(`\nServers:\n${rows.length > 1 ? table(rows).replace(/^/gm, "  ") : none}\n`);
-    if (details.length > 0) write(`\n${details.join("\n")}\n`);
+    const servers = rows.length > 1 ? table(rows, [1, 0]) : none;
+    write(
+      `\nServers:\n${servers}\n${problems.length ? `\nDetails:\n${problems.join("\n")}\n` : ""}`,
+    );
 
     const executor = await Executor.create({
       ...settings,

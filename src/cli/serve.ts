@@ -110,6 +110,10 @@ function serveOnStdio(services: Services): void {
   const { settings, log, executor, hub, skills } = services;
   const live = new Set<CodeExecutorServer>();
   services.onChange.handler = () => live.forEach((s) => s.refresh());
+  // Listed now, so that run_typescript's description has every server's tool count (or says it
+  // is loading, or down) from the client's first tools/list on; each listing that ends updates
+  // it, and the client is told. With the tool cache of an earlier start, nothing is started.
+  void hub.catalog.ensure().catch(() => {});
   let stopping: Promise<never> | undefined;
   const stop = (why: string): Promise<never> => {
     stopping ??= (async () => {

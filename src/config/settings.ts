@@ -75,6 +75,7 @@ export const ENV_OVERRIDES: ReadonlyArray<[string, string[], EnvParser]> = [
   ["CODE_EXECUTOR_MAX_TIMEOUT_MS", ["limits", "maxTimeoutMs"], toInt],
   ["CODE_EXECUTOR_MEMORY_MB", ["limits", "memoryMb"], toInt],
   ["CODE_EXECUTOR_MAX_OUTPUT_BYTES", ["limits", "maxOutputBytes"], toInt],
+  ["CODE_EXECUTOR_PREVIEW_CHARS", ["limits", "previewChars"], toInt],
   ["CODE_EXECUTOR_OUTPUTS_MAX_BYTES", ["outputs", "maxBytes"], toInt],
   ["CODE_EXECUTOR_OUTPUTS_MAX_TOTAL_BYTES", ["outputs", "maxTotalBytes"], toInt],
   ["CODE_EXECUTOR_OUTPUTS_TTL_MS", ["outputs", "ttlMs"], toInt],

@@ -27,6 +27,10 @@ const LimitsSchema = z.object({
     description:
       "Bytes a result shows of stdout, stderr and the return value's JSON together; a part past it is kept whole (`outputs.*`) and shown as a preview with a link.",
   }),
+  previewChars: positiveInt.default(20_000).meta({
+    description:
+      "Characters a result shows of a part kept whole (`outputs.*`), its stdout and stderr previews together; sent once, in `structuredContent` (the text block names the kept output instead). Well under what clients pass to the model: Claude Code cuts a tool result at 25,000 tokens.",
+  }),
   maxConcurrent: positiveInt.default(4).meta({
     description: "Executions running at once; more wait in a queue.",
   }),

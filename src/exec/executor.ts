@@ -8,6 +8,7 @@
 import type { Settings } from "../config/settings.ts";
 import { CodeExecutorError } from "../errors.ts";
 import type { Logger } from "../log.ts";
+import { explainDenied } from "../policy/denied_access.ts";
 import { ApprovalPolicy, PendingApprovals } from "../policy/approvals.ts";
 import { type GrantedPermissions, narrowPermissions } from "../policy/permissions.ts";
 import { LOCAL_PRINCIPAL } from "../principals.ts";
@@ -92,7 +93,10 @@ export class Executor {
       approvals: new ApprovalPolicy(settings.approvals),
       pending: new PendingApprovals(options.audit),
     };
-    this.#outputs = new OutputStore(settings.outputs);
+    this.#outputs = new OutputStore({
+      ...settings.outputs,
+      previewChars: settings.limits.previewChars,
+    });
     this.#parked = new ParkedRuns(
       settings.approvals.stateKey,
       settings.http.replicaId,
@@ -235,6 +239,13 @@ export class Executor {
       run.stdout?.stop();
       if (--this.#running === 0) { for (const resolve of this.#settled.splice(0)) resolve(); }
     }
+    const denied = result.error &&
+      await explainDenied(result.error, {
+        language: run.language,
+        requested: options.permissions,
+        settings: this.#settings,
+      });
+    if (denied) result = { ...result, error: denied };
     if (tokenizer) result = await tokenizeResult(result, tokenizer, run.stdout);
     const audit = this.#services.audit;
     if (audit) {

@@ -43,6 +43,8 @@ export interface OutputStoreOptions {
   maxTotalBytes: number;
   /** How long an output is kept. */
   ttlMs: number;
+  /** Characters a result shows of its kept parts together (`limits.previewChars`); no bound when unset. */
+  previewChars?: number;
 }
 
 interface Entry extends KeptOutput {
@@ -74,6 +76,11 @@ export class OutputStore {
     return this.#options.maxBytes > 0 && this.#options.maxTotalBytes > 0
       ? Math.min(this.#options.maxBytes, this.#options.maxTotalBytes)
       : 0;
+  }
+
+  /** Characters a result shows of its kept parts together. */
+  get previewChars(): number {
+    return this.#options.previewChars ?? Infinity;
   }
 
   /** Bytes held: kept outputs plus reservations of runs in progress (never past the total cap). */
@@ -241,6 +248,11 @@ export class RunOutputs {
     return this.#store.maxBytes;
   }
 
+  /** Characters a result shows of its kept parts together. */
+  get previewChars(): number {
+    return this.#store.previewChars;
+  }
+
   /**
    * Reserves room for bytes this run may keep.
    *
@@ -318,7 +330,8 @@ export interface ShownParts {
 /**
  * Keeps the parts of a run that passed its cap, and cuts their previews so that everything shown
  * stays under the cap: parts that fit are shown whole, and the kept streams share what is left
- * (the smaller one first, so neither takes the other's room). A kept return value is not shown.
+ * (the smaller one first, so neither takes the other's room), and at most the store's
+ * `previewChars` between them. A kept return value is not shown.
  *
  * @param keep The run's outputs; without it nothing is kept.
  * @param room What the run's output budget has left once the parts shown whole are counted (a kept
@@ -343,10 +356,13 @@ export function keepParts(
   if (!keep || (!stdout.kept && !stderr.kept && !returnValue)) return shown;
   const streams = (["stdout", "stderr"] as const).filter((name) => parts[name].kept)
     .sort((a, b) => parts[a].bytes - parts[b].bytes);
+  let chars = keep.previewChars;
   streams.forEach((name, index) => {
-    const part = parts[name];
-    const preview = utf8Head(part.text, Math.max(0, Math.floor(room / (streams.length - index))));
+    const share = streams.length - index;
+    const head = utf8Head(parts[name].text, Math.max(0, Math.floor(room / share)));
+    const preview = charHead(head, Math.floor(chars / share));
     room -= new TextEncoder().encode(preview).length;
+    chars -= preview.length;
     shown[name] = preview;
   });
   for (const name of ["stdout", "stderr"] as const) {
@@ -357,6 +373,13 @@ export function keepParts(
     shown.outputs.push(keep.keep("returnValue", returnValue.text, returnValue.bytes));
   }
   return shown;
+}
+
+/** The first `chars` UTF-16 units of a text, without half of a surrogate pair at the end. */
+function charHead(text: string, chars: number): string {
+  if (text.length <= chars) return text;
+  const code = text.charCodeAt(chars - 1);
+  return text.slice(0, code >= 0xd800 && code <= 0xdbff ? chars - 1 : chars);
 }
 
 /**

@@ -1,6 +1,17 @@
 /**
  * The result of one execution, shared by the sandboxes and the MCP surface.
  *
+ * A tool result reaches the model through one of its two channels, and which one depends on the
+ * client. Claude Code (2.1.x, its bundled CLI) gives the model `JSON.stringify(structuredContent)`
+ * whenever there is one, drops the text blocks, and turns each `resource_link` into a line
+ * `[Resource link: name] uri (description)`; past 25,000 tokens (`MAX_MCP_OUTPUT_TOKENS`) it
+ * saves the result to a file and shows the model the start. Cursor and the Copilot CLI prefer
+ * `structuredContent` too; Claude Desktop and most agent frameworks read only the text. The SDK's
+ * client (and so the Inspector) adds a text block of the JSON when a result has none. So a
+ * preview of a kept part, the one part that can be large, is sent once, in `structuredContent`
+ * (at most `limits.previewChars`), and the text names the kept output, its size and how to read
+ * it; everything else is in both, as the specification asks.
+ *
  * @module
  */
 import type { ExecutionErrorInfo } from "../errors.ts";
@@ -83,15 +94,20 @@ export async function tokenizeResult(
 }
 
 /**
- * Renders a result as compact text for clients that do not read `structuredContent`.
+ * Renders a result as compact text for clients that do not read `structuredContent`: all of it,
+ * except the previews of kept parts, which are in `structuredContent` only (see the module
+ * documentation); the text names each kept part instead.
  *
  * @param result The execution result.
  * @returns Human- and model-readable text.
  */
 export function renderResult(result: ExecutionResult): string {
   const parts: string[] = [];
-  if (result.stdout) parts.push(result.stdout.replace(/\n$/, ""));
-  if (result.stderr) parts.push(`[stderr]\n${result.stderr.replace(/\n$/, "")}`);
+  const kept = new Set(result.outputs?.map((output) => output.part));
+  if (result.stdout && !kept.has("stdout")) parts.push(result.stdout.replace(/\n$/, ""));
+  if (result.stderr && !kept.has("stderr")) {
+    parts.push(`[stderr]\n${result.stderr.replace(/\n$/, "")}`);
+  }
   if (result.returnValue !== undefined) {
     parts.push(`[return] ${JSON.stringify(result.returnValue)}`);
   }
@@ -101,10 +117,14 @@ export function renderResult(result: ExecutionResult): string {
       withoutMessageLine(result.error.traceback, result.error.message);
     if (traceback) parts.push(traceback);
   }
-  for (const kept of result.outputs ?? []) {
-    const what = kept.part === "returnValue" ? "the return value (JSON)" : kept.part;
+  for (const output of result.outputs ?? []) {
+    const what = output.part === "returnValue" ? "the return value (JSON)" : output.part;
+    const preview = output.part === "returnValue" ? "" : result[output.part];
+    const shown = preview
+      ? `; structuredContent.${output.part} shows its first ${preview.length} characters`
+      : "";
     parts.push(
-      `[${what} kept whole: ${kept.bytes} bytes, ${kept.uri}; a later run reads it with readOutput("${kept.id}") / read_output(…)]`,
+      `[${what} kept whole: ${output.bytes} bytes, ${output.uri}; a later run reads it with readOutput("${output.id}") / read_output(…)${shown}]`,
     );
   }
   if (result.truncated && !result.outputs) parts.push("[output truncated]");

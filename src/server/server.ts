@@ -189,7 +189,13 @@ function describeServers(hub: Hub | undefined): string {
       : "\nNo MCP servers are configured (see code-executor setup).") + skipped;
   }
   const parts = hub.catalog.summary().map((s) =>
-    s.error ? `${s.name} (unavailable)` : s.tools === undefined ? s.name : `${s.name} (${s.tools})`
+    s.error
+      ? `${s.name} (down)`
+      : s.tools !== undefined
+      ? `${s.name} (${s.tools})`
+      : s.loading
+      ? `${s.name} (loading)`
+      : s.name
   );
   const broken = hub.config.broken.map((b) => `${b.name} (misconfigured)`);
   return `\nServers (tools): ${[...parts, ...broken].join(", ")}${skipped}`;

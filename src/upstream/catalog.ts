@@ -27,6 +27,8 @@ export interface ServerSummary {
   tools?: number;
   /** Why its tools are unavailable. */
   error?: string;
+  /** Set while its first listing is under way. */
+  loading?: true;
 }
 
 /** Options of {@linkcode ToolCatalog}. */
@@ -150,7 +152,8 @@ export interface Searchable {
 /**
  * Scores how well an item matches search terms: an exact name counts most, then a name that
  * contains a term, the server's name, a word of the description, and a bonus when every term
- * matched. `search_tools` ranks upstream tools and saved skills together with it.
+ * matched; an item whose description says it is deprecated ranks below every other match.
+ * `search_tools` ranks upstream tools and saved skills together with it.
  *
  * @param terms The query's terms ({@linkcode searchTerms}).
  * @param item The tool or skill.
@@ -175,7 +178,26 @@ export function matchScore(terms: string[], item: Searchable): number {
     score += s;
   }
   if (score > 0 && matched === terms.length) score += 5 * terms.length;
-  return score;
+  // Below 1, under every match that is not deprecated (the least of which scores 1), and in the
+  // same order among deprecated ones: a replacement that matches ranks above what it replaces.
+  return score > 0 && isDeprecated(item.description) ? score / (score + 1) : score;
+}
+
+/**
+ * Whether a description says its tool is deprecated: it starts so (`Deprecated: use …`,
+ * `[DEPRECATED]`, `⚠️ Deprecated`), marks it (`(deprecated)`, `@deprecated`), or says "this tool is
+ * deprecated". A description that merely mentions a deprecated thing ("replaces the deprecated
+ * foo") does not count: that is how a replacement describes itself.
+ *
+ * @param description The tool's description.
+ * @returns True when the tool itself is deprecated.
+ */
+export function isDeprecated(description: string | undefined): boolean {
+  if (!description) return false;
+  return /^[^\p{L}\p{N}]*deprecated\b/iu.test(description) ||
+    /[[(]deprecated[\])]|@deprecated\b/i.test(description) ||
+    /\b(?:this|the) (?:tool|function|method|endpoint|command|operation|api) is (?:now )?deprecated\b/i
+      .test(description);
 }
 
 /**
@@ -301,12 +323,18 @@ export class ToolCatalog {
     return out.sort((a, b) => a.fullName < b.fullName ? -1 : a.fullName > b.fullName ? 1 : 0);
   }
 
-  /** Each configured server with its tool count or error. */
+  /** Each configured server with its tool count or error, or whether it is being listed. */
   summary(): ServerSummary[] {
     return this.#pool.names.map((name) => {
       const tools = this.#tools.get(name);
       const error = this.#errors.get(name);
-      return { name, ...(tools ? { tools: tools.length } : {}), ...(error ? { error } : {}) };
+      const loading = !tools && !error && this.#listing.has(name);
+      return {
+        name,
+        ...(tools ? { tools: tools.length } : {}),
+        ...(error ? { error } : {}),
+        ...(loading ? { loading: true as const } : {}),
+      };
     });
   }
 

@@ -45,6 +45,10 @@ export const DEFAULT_PYTHON_IMPORTS: readonly string[] = [
   "stat",
   "statistics",
   "string",
+  // sys.exit(), sys.stderr, sys.version: what code reaches for first. It adds no reach: sys is
+  // already an attribute of allowed modules (collections._sys), and the import policy is a guide,
+  // the process's permissions the wall.
+  "sys",
   "textwrap",
   "time",
   "typing",

@@ -267,9 +267,13 @@ export class PythonRuntime implements LanguageRuntime {
   #start(): Promise<PythonStart> {
     const context = this.#context;
     this.#started ??= startPython(context);
-    this.#started.catch((error) =>
-      context.log.warn(`Python is unavailable: ${(error as Error).message}`)
-    );
+    // A start cut short by close() (a normal exit, or a fatal error of the server's own start) is
+    // no news about Python: only a failure while the server runs is.
+    this.#started.catch((error) => {
+      if (!context.closing.aborted) {
+        context.log.warn(`Python is unavailable: ${(error as Error).message}`);
+      }
+    });
     return this.#started;
   }
 
