@@ -110,7 +110,7 @@ interface Container {
 }
 
 /**
- * Runs the image as the README does (`--init --read-only`, a tmpfs for /tmp, the token and a
+ * Runs the image as docs/container.md does (`--init --read-only`, a tmpfs for /tmp, the token and a
  * secret in env, `mcp.json` mounted), on an internal network: this host reaches the container's
  * address, the container reaches nothing (no npm, no registry), so nothing can be fetched at run
  * time. Returns once `/healthz` answers.

@@ -69,7 +69,7 @@ async function openServices(options: ServeOptions, log: Logger): Promise<Service
   const skippedFiles = upstream.sources.filter((source) => source.error).length;
   if (upstream.servers.length === 0 && upstream.broken.length === 0 && skippedFiles === 0) {
     log.warn(
-      "No MCP servers are configured: run_typescript works, but there is nothing to call. Run `code-executor setup` (from a checkout: `deno task setup`) to find the servers your MCP clients use and put Code Executor in front of them, or pass --config mcp.json (see README)",
+      "No MCP servers are configured: run_typescript works, but there is nothing to call. Run `code-executor setup` (from a checkout: `deno task setup`) to find the servers your MCP clients use and put Code Executor in front of them, or pass --config mcp.json (see docs/setup.md)",
     );
   } else {
     log.info(`upstream servers: ${upstream.servers.map((s) => s.name).join(", ")}`);

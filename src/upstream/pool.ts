@@ -180,16 +180,15 @@ class UpstreamConnection {
     if (this.#self) return Promise.reject(new Error(this.#self));
     const wait = this.#retryAt - Date.now();
     if (wait > 0) {
-      // The server's own words, when there are any, stay last (they are lines of their own).
-      const [reason, ...words] = (this.status.error ?? "").split("\n");
+      const reason = this.status.error ?? "";
+      const retry = `next reconnect attempt in ${Math.ceil(wait / 100) / 10} s`;
+      // A reason of several lines ends in the server's own words and the command to run it by
+      // hand: the retry time goes on a line after them, where it cannot read as one of them.
       return Promise.reject(
         new Error(
-          [
-            `Server "${this.config.name}" is unavailable: ${reason}; next reconnect attempt in ${
-              Math.ceil(wait / 100) / 10
-            } s`,
-            ...words,
-          ].join("\n"),
+          `Server "${this.config.name}" is unavailable: ${reason}${
+            reason.includes("\n") ? `\n(${retry})` : `; ${retry}`
+          }`,
         ),
       );
     }
