@@ -287,6 +287,14 @@ const HttpSchema = z.object({
   sessionIdleMs: positiveInt.default(30 * 60_000).meta({
     description: "Idle time after which a 2025-era session is closed.",
   }),
+  metrics: z.enum(["auth", "loopback", "off"]).default("auth").meta({
+    description:
+      "`GET /metrics` (Prometheus text format). `auth`: on the MCP port, with the same authentication as the MCP endpoint. `loopback`: only on `127.0.0.1:<http.metricsPort>`, without authentication, and not on the MCP port. `off`: nowhere.",
+  }),
+  metricsPort: z.number().int().min(0).max(65535).default(9464).meta({
+    description:
+      "With `http.metrics` `loopback`: the port on 127.0.0.1 that serves `/metrics`; 0 picks a free one (the log says which).",
+  }),
 }).strict();
 
 const AuditSchema = z.object({

@@ -83,6 +83,13 @@ export interface LanguageRuntime {
    * @returns The pool, once the language's start-up has found what its children need.
    */
   pool(): Promise<WarmPool<PooledChild>>;
+  /**
+   * The warm pool's size now, for `/metrics`; never starts anything (Python's pool exists once
+   * Python has started: zeros before).
+   *
+   * @returns Children ready for a run, and how many the pool keeps now.
+   */
+  warmChildren(): { ready: number; target: number };
   /** Kills every idle, pooled and session child; leased children are the reaper's. */
   close(): Promise<void>;
 }

@@ -19,6 +19,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { dieWithParent } from "../parent_death.ts";
 import type { UpstreamServerConfig } from "../config/server_entry.ts";
 import type { Logger } from "../log.ts";
+import type { Metrics, UpstreamOutcome } from "../metrics.ts";
 import { SERVER_NAME, SERVER_VERSION } from "../version.ts";
 import { describeConnectError } from "./connect_errors.ts";
 import { curatedEnv } from "./curated_env.ts";
@@ -98,6 +99,8 @@ export interface UpstreamPoolOptions {
    * {@linkcode UpstreamMessageTooLarge}. Default 11 MiB.
    */
   maxMessageBytes?: number;
+  /** Where tool calls are timed (`/metrics`). */
+  metrics?: Metrics;
 }
 
 type ResolvedPoolOptions = UpstreamPoolOptions & {
@@ -413,13 +416,24 @@ export class UpstreamPool {
    * @returns The upstream result.
    * @throws {Error} When the server is unreachable, the call times out or the connection breaks.
    */
-  callTool(
+  async callTool(
     server: string,
     tool: string,
     args: Record<string, unknown>,
     options: { timeoutMs?: number; signal?: AbortSignal } = {},
   ): Promise<UpstreamCallResult> {
-    return this.#call({ server, tool, args, options }, false);
+    const started = performance.now();
+    let outcome: UpstreamOutcome = "failed";
+    try {
+      const result = await this.#call({ server, tool, args, options }, false);
+      outcome = result.isError ? "tool_error" : "ok";
+      return result;
+    } finally {
+      // A name that is not configured is refused before any call: not a server to have series.
+      if (this.#connections.has(server)) {
+        this.#options.metrics?.upstreamCall(server, outcome, (performance.now() - started) / 1000);
+      }
+    }
   }
 
   /** One try of {@linkcode UpstreamPool.callTool}; `retried` once a new connection was made. */

@@ -152,6 +152,15 @@ export class TypeScriptRuntime implements LanguageRuntime {
     return Promise.resolve(this.#pool);
   }
 
+  /**
+   * The warm pool's size now.
+   *
+   * @returns Children ready for a run, and how many the pool keeps.
+   */
+  warmChildren(): { ready: number; target: number } {
+    return { ready: this.#pool.idle, target: this.#pool.target };
+  }
+
   /** Kills the pooled children. */
   close(): Promise<void> {
     return this.#pool.close();
