@@ -82,6 +82,7 @@ export const ENV_OVERRIDES: ReadonlyArray<[string, string[], EnvParser]> = [
   ["CODE_EXECUTOR_MAX_CONCURRENT", ["limits", "maxConcurrent"], toInt],
   ["CODE_EXECUTOR_EXECUTIONS_PER_MINUTE", ["limits", "executionsPerMinute"], toInt],
   ["CODE_EXECUTOR_WARM_POOL", ["sandbox", "warmPool"], toInt],
+  ["CODE_EXECUTOR_NPM_PACKAGES", ["sandbox", "npmPackages"], toHostList],
   ["CODE_EXECUTOR_ALLOWED_HOSTS", ["permissions", "net"], toHostList],
   ["DENO_PATH", ["sandbox", "denoPath"], (raw) => raw],
   ["PYTHON_ENABLED", ["python", "enabled"], toBool],

@@ -163,6 +163,8 @@ export class Executor {
    */
   readOutputForClient(idOrUri: string, principal: string): KeptOutput & { text: string } {
     const output = this.#outputs.read(idOrUri, principal);
+    // An image's base64 is not text: a placeholder in it would break the image.
+    if (output.part === "image") return output;
     return { ...output, text: this.#privacy.forClient(output.text, principal) };
   }
 
