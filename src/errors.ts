@@ -80,7 +80,7 @@ export const ERROR_TYPES = {
     meaning:
       "TypeScript code imports a module the server does not offer: an npm package not in sandbox.npmPackages, a jsr:, http(s): or file import",
     change:
-      "Import one of the packages the message lists (by name or npm:name@version), node: built-ins or data: URLs; admin: add the package to sandbox.npmPackages",
+      "Import one of the packages the message lists (by name or npm:name@version), node: built-ins, data: URLs, or a file by absolute file: URL under the run's permissions.read; admin: add the package to sandbox.npmPackages",
   },
   ShuttingDown: {
     origin: "admission",

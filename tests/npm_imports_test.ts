@@ -35,18 +35,22 @@ Deno.test("imports of the listed packages pass, by name, subpath or exact npm: s
       `import x from ${JSON.stringify(specifier)};\nawait import(${JSON.stringify(specifier)});`,
     );
   }
+  // Files by absolute URL or path, under a path the run may read (generated wrappers).
+  for (const specifier of ["file:///opt/wrappers/typescript/memory.ts", "/opt/wrappers/x.ts"]) {
+    packages.check(`import x from ${JSON.stringify(specifier)};`, ["/opt/wrappers"]);
+  }
 });
 
 Deno.test("anything else is refused with its line and what is allowed", () => {
   const message = refusal(
-    'import a from "csv-parse";\nimport b from "npm:csv-parse@7.0.4";\nimport c from "@turf/other";\nawait import("file:///etc/passwd");',
+    'import a from "csv-parse";\nimport b from "npm:csv-parse@7.0.4";\nimport c from "@turf/other";\nawait import("./lib.ts");',
   );
   assertMatch(
     message,
     /line 2: "npm:csv-parse@7\.0\.4" asks for another version than npm:csv-parse@7\.0\.3/,
   );
   assertMatch(message, /line 3: "@turf\/other" is not one of the npm packages offered/);
-  assertMatch(message, /line 4: "file:\/\/\/etc\/passwd" is a file/);
+  assertMatch(message, /line 4: "\.\/lib\.ts" is a relative path/);
   assertMatch(
     message,
     /Allowed: the npm packages of sandbox\.npmPackages: "csv-parse" \(or "npm:csv-parse@7\.0\.3"\), "@turf\/helpers" \(or "npm:@turf\/helpers@7\.3\.4"\); Node built-ins/,
@@ -54,7 +58,18 @@ Deno.test("anything else is refused with its line and what is allowed", () => {
   assertMatch(refusal('import x from "npm:csv-parse@^7";'), /another version/);
   assertMatch(refusal('import x from "csv-p\\u0061rse";'), /not one of the npm packages offered/);
   assertMatch(refusal('import x from "HTTPS://example.com/x.js";'), /is a remote module/);
-  assertMatch(refusal('import x from "../x.ts";'), /is a file/);
+  assertMatch(refusal('import x from "../x.ts";'), /is a relative path.*absolute file: URL/);
+  assertMatch(
+    refusal('import x from "file:///etc/passwd";'),
+    /is a file outside the paths .* read access/,
+  );
+  // `..` does not climb out of a granted directory.
+  const climbed = assertThrows(
+    () =>
+      packages.check('import x from "file:///opt/wrappers/../../etc/passwd";', ["/opt/wrappers"]),
+    CodeExecutorError,
+  );
+  assertMatch(climbed.message, /is a file outside/);
   assertMatch(refusal('import x from "path";'), /the Node built-in is "node:path"/);
 });
 

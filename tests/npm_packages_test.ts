@@ -93,7 +93,7 @@ return await (await fetch("https://registry.npmjs.org/csv-parse")).text();`);
             ["npm:csv-parse@6.0.0", /asks for another version than npm:csv-parse@7\.0\.3/],
             ["jsr:@std/path@1.0.0", /is a JSR module/],
             ["https://esm.sh/lodash@4.17.21", /is a remote module/],
-            ["./helpers.ts", /is a file/],
+            ["./helpers.ts", /is a relative path/],
             ["fs", /the Node built-in is "node:fs"/],
           ] as const
         ) {

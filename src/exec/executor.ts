@@ -323,7 +323,11 @@ export class Executor {
             principal,
             args,
           }),
-        inline: (skill) => this.#runtimes[skill.language].inlineSkill(skill.code),
+        inline: (skill) =>
+          this.#runtimes[skill.language].inlineSkill(
+            skill.code,
+            language === "typescript" ? granted : NO_GRANTS,
+          ),
       };
       const served = serveRequests(this.#services, context);
       const result = await leased.run({

@@ -66,9 +66,10 @@ export interface LanguageRuntime {
    * this language (frame `reply`, `mode: "inline"`).
    *
    * @param code The skill's body.
+   * @param granted The caller's grants, which the body runs with.
    * @returns The fields the child's runner expects.
    */
-  inlineSkill(code: string): Record<string, unknown>;
+  inlineSkill(code: string, granted: GrantedPermissions): Record<string, unknown>;
   /**
    * Builds and checks what the language's start-up needs in the cache, by running code once the
    * way the server does (`code-executor prepare`).

@@ -9,7 +9,8 @@
  * @module
  */
 import { builtinModules } from "node:module";
-import { join } from "node:path";
+import { isAbsolute, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { CodeExecutorError } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
 import { type ModuleReference, scanTopLevel } from "./source.ts";
@@ -100,7 +101,7 @@ export class NpmPackages {
         this.list.map((pkg) => `"${pkg.name}" (or "${pkg.specifier}")`).join(", ")
       }`
       : "no npm packages (sandbox.npmPackages is empty)";
-    return `${packages}; Node built-ins ("node:fs") and data: URLs`;
+    return `${packages}; Node built-ins ("node:fs"), data: URLs, and files by absolute file: URL under the run's permissions.read`;
   }
 
   /**
@@ -109,12 +110,13 @@ export class NpmPackages {
    * (`--cached-only`, `--no-remote`, its read permissions).
    *
    * @param code The model's TypeScript (or a skill's body).
+   * @param readable The run's read grants (real paths): files under them may be imported.
    * @throws {CodeExecutorError} `ImportNotAllowedError`, naming each refused import, its line and
    *   what is allowed.
    */
-  check(code: string): void {
+  check(code: string, readable: readonly string[] = []): void {
     const refused = scanTopLevel(code).modules.flatMap((module) => {
-      const why = this.#refusal(module.specifier);
+      const why = this.#refusal(module.specifier, readable);
       return why ? [`line ${lineOf(code, module)}: ${why}`] : [];
     });
     if (refused.length === 0) return;
@@ -129,13 +131,20 @@ export class NpmPackages {
   }
 
   /** Why one specifier is refused, or undefined when it is allowed. */
-  #refusal(specifier: string): string | undefined {
+  #refusal(specifier: string, readable: readonly string[]): string | undefined {
     const shown = JSON.stringify(specifier.slice(0, 200));
     if (/^node:/.test(specifier) || /^data:/.test(specifier)) return undefined;
     if (/^jsr:/.test(specifier)) return `${shown} is a JSR module (JSR is not offered)`;
     if (/^https?:/i.test(specifier)) return `${shown} is a remote module (none is fetched)`;
-    if (/^(?:file:|\.{0,2}\/)/.test(specifier) || /^\.\.?$/.test(specifier)) {
-      return `${shown} is a file (code imports no files; read data with Deno.readTextFile)`;
+    if (/^file:/i.test(specifier) || specifier.startsWith("/")) {
+      // A file (generated wrappers, a project's module) under a path the run may read; the
+      // child's read permission still decides at the import itself.
+      const path = filePath(specifier);
+      if (path !== undefined && readable.some((dir) => isWithin(path, dir))) return undefined;
+      return `${shown} is a file outside the paths this run may read: it needs read access, which a run gets with permissions: {read: ["<its directory>"]} (within ALLOWED_PROJECTS)`;
+    }
+    if (/^\.{0,2}\//.test(specifier) || /^\.\.?$/.test(specifier)) {
+      return `${shown} is a relative path, and the code has no directory to be relative to: import a file by its absolute file: URL, under a path the run may read (permissions.read)`;
     }
     const npm = NPM_SPECIFIER.exec(specifier);
     if (npm) {
@@ -198,6 +207,28 @@ export class NpmPackages {
     options.log.debug(`npm packages ready in ${ms} ms: ${this.summary()}`);
     return ms;
   }
+}
+
+/** The absolute path a `file:` URL or an absolute path names, `..` resolved; undefined if malformed. */
+function filePath(specifier: string): string | undefined {
+  try {
+    const path = specifier.startsWith("/") ? specifier : fileURLToPath(specifier);
+    const resolved = resolve(path);
+    try {
+      // A symlink is judged by where it leads, as Deno's permission check does.
+      return Deno.realPathSync(resolved);
+    } catch {
+      return resolved;
+    }
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether `path` is `dir` or inside it. */
+function isWithin(path: string, dir: string): boolean {
+  const rel = relative(dir, path);
+  return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
 }
 
 /** The line (1-based) of a module reference. */

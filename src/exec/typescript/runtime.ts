@@ -5,7 +5,7 @@
  * @module
  */
 import { Buffer } from "node:buffer";
-import { isDefaultProfile } from "../../policy/permissions.ts";
+import { type GrantedPermissions, isDefaultProfile } from "../../policy/permissions.ts";
 import { sealChildDenoDir } from "../child/deno_dir.ts";
 import { WarmPool } from "../child/warm_pool.ts";
 import {
@@ -95,7 +95,7 @@ export class TypeScriptRuntime implements LanguageRuntime {
   async lease(request: LeaseRequest): Promise<Lease> {
     const { code, granted, args } = request;
     // Before a child is taken: a refused import costs the run nothing else.
-    this.#packages.check(code);
+    this.#packages.check(code, granted.read);
     const pooled = isDefaultProfile(granted) ? this.#pool.take() : undefined;
     const child = pooled ?? await TsChild.spawn({ ...this.#base, ...granted });
     const reaper = this.#context.reaper;
@@ -118,10 +118,11 @@ export class TypeScriptRuntime implements LanguageRuntime {
    * from a `data:` URL, with the line offset that points a stack trace at the skill's own line.
    *
    * @param code The skill's body.
+   * @param granted The caller's grants: the files the body may import.
    * @returns `{lineOffset, base64}`.
    */
-  inlineSkill(code: string): Record<string, unknown> {
-    this.#packages.check(code);
+  inlineSkill(code: string, granted: GrantedPermissions): Record<string, unknown> {
+    this.#packages.check(code, granted.read);
     const wrapped = wrapTypescript(code, { params: "args, skills" });
     return {
       lineOffset: wrapped.lineOffset,
