@@ -5,7 +5,9 @@
  *
  * Protocol with the host (JSON lines, the same frames as `ts_runner.ts`):
  * - host → controller on stdin: `{"t":"init","nonce","indexDir","indexUrl","workerPath","workerUrl",
- *   "snapshotPath"?,"session"?,"allowedImports","wheels"?,"prelude"}` (`wheels`:
+ *   "snapshotPath"?,"session"?,"allowedImports","wheels"?,"prelude","files"?}` (`files`:
+ *   `{"path","url","read"}`, `sandbox/py_files.ts` and the run's granted paths, which the
+ *   process may read and the Worker mounts read-only; `wheels`:
  *   `[{"name","data"}]`, the files' bytes in base64; `prelude`: the text of
  *   `sandbox/py_prelude.py`, which the Worker runs when it boots without the snapshot; both read
  *   by the host since this process may not read them), then `{"t":"exec","source","args"?}`
@@ -138,6 +140,14 @@ function decodeWheels(raw: unknown): {
   return { wheels, errors };
 }
 
+/** The run's granted paths (`init.files`), which the Worker may read and mounts read-only. */
+function grantedFiles(raw: unknown): { path: string; url: string; read: string[] } | undefined {
+  const { path, url, read } = (raw ?? {}) as Record<string, unknown>;
+  if (typeof path !== "string" || typeof url !== "string" || !Array.isArray(read)) return;
+  const paths = read.filter((entry): entry is string => typeof entry === "string");
+  return paths.length > 0 ? { path, url, read: paths } : undefined;
+}
+
 function text(value: unknown, max: number): string | undefined {
   return typeof value === "string" ? value.slice(0, max) : undefined;
 }
@@ -257,12 +267,19 @@ async function main(): Promise<void> {
     return all.length > 0 ? all : undefined;
   };
 
+  const files = grantedFiles(init.files);
   const worker = new Worker(String(init.workerUrl), {
     type: "module",
     name: "python",
     deno: {
       permissions: {
-        read: snapshotPath ? [indexDir, workerPath, snapshotPath] : [indexDir, workerPath],
+        // With files, the process may read its own paths and the run's grants, less what the host
+        // denied under them, which only inheriting keeps (a list of its own cannot hold a deny).
+        read: files
+          ? "inherit"
+          : snapshotPath
+          ? [indexDir, workerPath, snapshotPath]
+          : [indexDir, workerPath],
         write: false,
         net: false,
         env: false,
@@ -361,6 +378,7 @@ async function main(): Promise<void> {
     allowedImports: init.allowedImports ?? [],
     wheels,
     prelude: init.prelude,
+    files: files && { url: files.url, read: files.read },
   }, transfer);
   delete init.prelude;
   // The snapshot builder's stdin is closed after init; the Worker decides when it ends.

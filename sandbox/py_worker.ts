@@ -7,7 +7,8 @@
  *
  * Messages (structured clone, never trusted by the controller):
  * - controller → worker: `{t:"boot", indexDir, indexUrl, snapshotPath?, makeSnapshot, interrupt,
- *   allowedImports, wheels, prelude}` (`wheels`: `[{name, bytes}]`; `prelude`: the text of
+ *   allowedImports, wheels, prelude, files?}` (`wheels`: `[{name, bytes}]`; `files`: `{url,
+ *   read}`, `sandbox/py_files.ts` and the granted paths it mounts; `prelude`: the text of
  *   `sandbox/py_prelude.py`, run only when making the snapshot or booting without one), then
  *   `{t:"exec", source, args?}` (`args`: JSON text, a skill's arguments), `{t:"reply", id, body}`
  *   and `{t:"interrupt"}`.
@@ -46,6 +47,7 @@ interface Pyodide {
   checkInterrupt(): void;
   makeMemorySnapshot(): Uint8Array;
   unpackArchive(buffer: Uint8Array, format: string, options?: { extractDir?: string }): void;
+  FS: unknown;
 }
 
 type LoadPyodide = (options: Record<string, unknown>) => Promise<Pyodide>;
@@ -249,6 +251,7 @@ async function boot(message: Record<string, unknown>): Promise<void> {
   pyodide.setStdout(writer("stdout"));
   pyodide.setStderr(writer("stderr"));
   pyodide.setStdin({ error: true });
+  await mountGranted(pyodide, message.files);
   const wheelErrors = installWheels(pyodide, message.wheels);
   delete message.wheels;
   delete message.prelude;
@@ -294,6 +297,16 @@ function installWheels(target: Pyodide, wheels: unknown): string[] {
     }))`,
   );
   return errors;
+}
+
+/** Shows the run's granted paths (`permissions.read`) read-only, with `py_files.ts`. */
+async function mountGranted(target: Pyodide, files: unknown): Promise<void> {
+  const { url, read } = (files ?? {}) as { url?: unknown; read?: unknown };
+  if (typeof url !== "string" || !Array.isArray(read) || read.length === 0) return;
+  const module = await import(url) as {
+    mountHostPaths(pyodide: Pyodide, paths: string[]): void;
+  };
+  module.mountHostPaths(target, read.map(String));
 }
 
 function runPrelude(target: Pyodide, prelude: unknown): void {

@@ -108,6 +108,9 @@ const RunPythonFields = z.object({
   session: z.string().meta({ "x-mcp-header": "Session" }).optional().describe(
     "Keep variables between calls under this id",
   ),
+  permissions: z.object({ read: z.array(z.string()).optional() }).strict().optional().describe(
+    "Absolute paths under ALLOWED_PROJECTS to read, mounted read-only at the same paths",
+  ),
 }).strict();
 const RunPythonInput = withoutDialect(RunPythonFields.extend(LlmCaps));
 const RunPythonPlainInput = withoutDialect(RunPythonFields) as typeof RunPythonInput;
@@ -471,7 +474,7 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
       title: "Run Python",
       description: RUN_PYTHON_DESCRIPTION + (sampling ? " Also llm, ask_user, progress." : ""),
       inputSchema: sampling ? RunPythonInput : RunPythonPlainInput,
-      options: (args) => ({ session: args.session }),
+      options: (args) => ({ session: args.session, permissions: args.permissions }),
       run: (code, options) => deps.executor.runPython(code, options),
     });
   }
