@@ -18,9 +18,10 @@
  *   `<nonce> {"t":"ready","bootMs","fromSnapshot","snapshotError"?,"wheelErrors"?}`,
  *   `<nonce> {"t":"out","s","d"}`, `<nonce> {"t":"call","id","op",...}` and one
  *   `<nonce> {"t":"result",...}` per exec. A child that cannot boot sends `{"t":"fatal","message"}`.
- * - snapshot mode (`{"t":"init","nonce","mode":"snapshot","snapshotOut","prelude",...}`, run
- *   with write access to the snapshot's directory only): boots, runs the prelude, writes the
- *   snapshot, sends `{"t":"snapshot","bytes","bootMs"}` and exits.
+ * - snapshot mode (`{"t":"init","nonce","mode":"snapshot","snapshotOut","prelude","wheels"?,
+ *   "preload"?,...}`, run with write access to the snapshot's directory only): boots, runs the
+ *   prelude, unpacks the wheels of `python.packages` and imports `preload` (their top-level
+ *   modules), writes the snapshot, sends `{"t":"snapshot","bytes","bootMs"}` and exits.
  *
  * Python code runs in the Worker and cannot reach this thread's globals, so the nonce stays out
  * of its reach; everything the Worker posts is validated here before it becomes a frame.
@@ -257,9 +258,8 @@ async function main(): Promise<void> {
     ? init.snapshotPath
     : undefined;
 
-  const { wheels, errors: wheelErrors } = snapshotMode
-    ? { wheels: [], errors: [] }
-    : decodeWheels(init.wheels);
+  // In snapshot mode the wheels are those of python.packages, imported before the snapshot.
+  const { wheels, errors: wheelErrors } = decodeWheels(init.wheels);
   delete init.wheels;
   const readyWheelErrors = (reported: unknown) => {
     const all = [...wheelErrors, ...(Array.isArray(reported) ? reported : [])]
@@ -379,6 +379,7 @@ async function main(): Promise<void> {
     wheels,
     prelude: init.prelude,
     files: files && { url: files.url, read: files.read },
+    preload: snapshotMode && Array.isArray(init.preload) ? init.preload.map(String) : [],
   }, transfer);
   delete init.prelude;
   // The snapshot builder's stdin is closed after init; the Worker decides when it ends.

@@ -7,7 +7,8 @@
  *
  * Messages (structured clone, never trusted by the controller):
  * - controller → worker: `{t:"boot", indexDir, indexUrl, snapshotPath?, makeSnapshot, interrupt,
- *   allowedImports, wheels, prelude, files?}` (`wheels`: `[{name, bytes}]`; `files`: `{url,
+ *   allowedImports, wheels, prelude, files?, preload}` (`wheels`: `[{name, bytes}]`; `preload`:
+ *   the modules a snapshot build imports after unpacking the wheels; `files`: `{url,
  *   read}`, `sandbox/py_files.ts` and the granted paths it mounts; `prelude`: the text of
  *   `sandbox/py_prelude.py`, run only when making the snapshot or booting without one), then
  *   `{t:"exec", source, args?}` (`args`: JSON text, a skill's arguments), `{t:"reply", id, body}`
@@ -219,6 +220,7 @@ async function boot(message: Record<string, unknown>): Promise<void> {
     if (message.makeSnapshot === true) {
       const made = await module.loadPyodide({ ...base, _makeSnapshot: true });
       runPrelude(made, message.prelude);
+      preloadPackages(made, message.wheels, message.preload);
       const bytes = made.makeMemorySnapshot();
       post({ t: "snapshot", bytes, bootMs: performance.now() - started }, [
         bytes.buffer as ArrayBuffer,
@@ -307,6 +309,28 @@ async function mountGranted(target: Pyodide, files: unknown): Promise<void> {
     mountHostPaths(pyodide: Pyodide, paths: string[]): void;
   };
   module.mountHostPaths(target, read.map(String));
+}
+
+/**
+ * Unpacks the wheels of `python.packages` and imports their modules, so that the snapshot holds
+ * them imported: a run's `import` of one then finds it in `sys.modules`. The files themselves
+ * are not in the snapshot (it holds the Wasm memory, not the file system), so every child unpacks
+ * the wheels again after it boots, for the submodules and data files that load later.
+ *
+ * @throws {Error} When a wheel cannot be unpacked or a module cannot be imported: the build
+ * fails, and the host names the wheel.
+ */
+function preloadPackages(target: Pyodide, wheels: unknown, preload: unknown): void {
+  const errors = installWheels(target, wheels);
+  if (errors.length > 0) throw new Error(errors.join("; "));
+  const names = Array.isArray(preload) ? preload.map(String) : [];
+  if (names.length === 0) return;
+  target.runPython(
+    `import importlib as _i\nfor _n in ${
+      JSON.stringify(names)
+    }:\n    _i.import_module(_n)\ndel _i, _n`,
+    { filename: "<python.packages>" },
+  );
 }
 
 function runPrelude(target: Pyodide, prelude: unknown): void {

@@ -67,6 +67,7 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
   // Taken before the read: a wheel rewritten meanwhile is then read again at the next check.
   const signature = await wheelDirsSignature(python.wheelDirs);
   const wheels = await readWheels(python.wheelDirs, { log });
+  const packages = await readWheels(python.packages, { log, setting: "python.packages" });
   let snapshotError: string | undefined;
   const snapshotPath = await ensurePyodideSnapshot({
     denoPath: locations.denoPath,
@@ -84,6 +85,7 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
       },
     },
     signal: closing,
+    packages,
   });
   if (closing.aborted) throw new Error("The server is shutting down");
   let base: Omit<PyChildOptions, "session"> = {
@@ -97,7 +99,8 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
     denoDir: locations.denoDir,
     memoryMb: python.memoryMb,
     allowedImports: python.allowedImports,
-    wheels,
+    // Every child unpacks the packages too: the snapshot holds their modules, not their files.
+    wheels: [...packages, ...wheels],
     log,
   };
   const boot = async () => {
@@ -132,7 +135,7 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
     signature,
     log,
     changed: (wheels) => {
-      base = { ...base, wheels };
+      base = { ...base, wheels: [...packages, ...wheels] };
       pool.drain();
     },
   });
