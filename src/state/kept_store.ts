@@ -180,7 +180,7 @@ export class KeptStore {
         "OutputNotFound",
         `No kept output "${
           id.slice(0, 100)
-        }": outputs are kept for outputs.ttlMs (${this.#options.ttlMs} ms) and the oldest are dropped past outputs.maxTotalBytes; run the code again to produce it`,
+        }": it expired (outputs are kept for outputs.ttlMs, ${this.#options.ttlMs} ms), was dropped past outputs.maxTotalBytes, or was lost when the shared state store restarted; run the code again to produce it`,
       );
     }
     if (header.p !== await this.#keys.index("principal", principal)) {

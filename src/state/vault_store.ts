@@ -151,12 +151,12 @@ export class VaultStore {
       found.set(placeholder, v);
       renew.push(records[i], x);
     }));
-    await Promise.all([
+    // Renewing is bookkeeping, not awaited, so that a resolution is one round trip: the values
+    // are found, and a renewal lost to a store that went away costs at most an earlier expiry.
+    Promise.all([
       this.#store.expire(renew, this.#options.ttlMs),
-      this.#used(prefix, [
-        ...found.keys(),
-      ]),
-    ]);
+      this.#used(prefix, [...found.keys()]),
+    ]).catch(() => {});
     return found;
   }
 
