@@ -16,6 +16,7 @@ import { LineStdioServerTransport } from "../server/stdio_transport.ts";
 import { type Hub, openHub } from "../upstream/hub.ts";
 import { AuditLog } from "../policy/audit.ts";
 import { SkillStore } from "../skills/store.ts";
+import { openSharedState, type SharedState } from "../state/shared_state.ts";
 
 /** Options of {@linkcode serve}. */
 export interface ServeOptions {
@@ -38,6 +39,8 @@ interface Services {
   audit: AuditLog | undefined;
   /** Saved skills (served as MCP Agent Skills, found by search_tools). */
   skills: SkillStore;
+  /** What replicas share: in the store of `state.url`, or in this process. */
+  shared: SharedState;
   /** Called when the upstream tool lists change. */
   onChange: { handler: () => void };
 }
@@ -63,6 +66,23 @@ async function openServices(options: ServeOptions, log: Logger): Promise<Service
     },
   };
   log.info(`settings from ${sources.length ? sources.join(", ") : "defaults"}`);
+  // First: a store that cannot be reached stops the start before anything is spawned.
+  const shared = await openSharedState(settings);
+  if (shared.store.kind !== "memory") log.info(`shared state: ${shared.store.where}`);
+  try {
+    return await openWithState(options, settings, log, shared);
+  } catch (error) {
+    await shared.close();
+    throw error;
+  }
+}
+
+async function openWithState(
+  options: ServeOptions,
+  settings: Settings,
+  log: Logger,
+  shared: SharedState,
+): Promise<Services> {
   const upstream = await discoverUpstreams({ configPaths: options.configPaths });
   for (const broken of upstream.broken) log.warn(broken.error);
   for (const warning of configWarnings(upstream)) log.warn(warning);
@@ -92,15 +112,17 @@ async function openServices(options: ServeOptions, log: Logger): Promise<Service
   const skills = new SkillStore(settings.skills, {
     log,
     personalData: personalDataFinder(settings.privacy),
+    shared: shared.store.kind === "memory" ? undefined : shared.skills,
   });
-  const executor = await Executor.create(settings, { log, hub, audit, skills });
-  return { settings, log, hub, executor, audit, skills, onChange };
+  const executor = await Executor.create(settings, { log, hub, audit, skills, shared });
+  return { settings, log, hub, executor, audit, skills, shared, onChange };
 }
 
 /** Stops the executor, the upstream servers and the logs, then exits. */
 async function shutDown(services: Services): Promise<never> {
   await services.executor.close();
   await services.hub.close();
+  await services.shared.close();
   await services.audit?.flush();
   await flushLogs();
   Deno.exit(0);
@@ -203,6 +225,7 @@ export async function serve(options: ServeOptions): Promise<void> {
   } catch (error) {
     await services.executor.close();
     await services.hub.close();
+    await services.shared.close();
     throw error;
   }
   await new Promise(() => {});

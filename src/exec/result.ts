@@ -86,9 +86,11 @@ export async function tokenizeResult(
   stdout?: StdoutTokenizer,
 ): Promise<ExecutionResult> {
   const { stdout: shown, outputs, ...rest } = result;
+  // In this order, so that new values are numbered as they always were: the rest, then stdout.
+  const tokenized = await tokenizer.value(rest);
   return {
-    ...tokenizer.value(rest),
-    stdout: stdout ? await stdout.finish(shown) : tokenizer.text(shown),
+    ...tokenized,
+    stdout: stdout ? await stdout.finish(shown) : await tokenizer.text(shown),
     ...(outputs ? { outputs } : {}),
   };
 }

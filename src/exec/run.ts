@@ -12,9 +12,10 @@ import type { RequestedPermissions } from "../policy/permissions.ts";
 import type { RunTokenizer } from "../privacy/tokenizer.ts";
 import type { ClientChannel } from "../sampling/channel.ts";
 import type { SkillLanguage, SkillRecord, SkillStore } from "../skills/store.ts";
+import type { SharedState } from "../state/shared_state.ts";
 import type { Hub } from "../upstream/hub.ts";
 import type { AdmittedLimits } from "./admission.ts";
-import type { RunOutputs } from "./output_store.ts";
+import type { OutputKeeper } from "./output_store.ts";
 import type { Lease } from "./runtime.ts";
 
 /**
@@ -115,6 +116,12 @@ export interface ExecutorOptions {
    * without them.
    */
   warmPools?: boolean;
+  /**
+   * What replicas share (`openSharedState`): with a store of its own (`state.url`), placeholders,
+   * kept outputs, pending approvals and the limits across replicas are kept there; in-process
+   * state, or none, keeps them in this process as on one machine.
+   */
+  shared?: SharedState;
 }
 
 /** One admitted run, as its requests are served: built once, when its child is leased. */
@@ -138,7 +145,7 @@ export interface RunContext {
   /** Placeholders for personal data (`privacy.tokenize`), bound to the principal. */
   tokenizer?: RunTokenizer;
   /** The principal's share of the kept outputs (`readOutput`). */
-  outputs: RunOutputs;
+  outputs: OutputKeeper;
   /** What is left of the run's time. */
   remainingMs(): number;
   /** Leases a child for a skill in the other language (a nested run), with the caller's grants. */

@@ -24,7 +24,7 @@ import {
   OutputCapture,
   type OutputWatcher,
 } from "./frames.ts";
-import { keepParts, type RunOutputs } from "../output_store.ts";
+import { keepParts, type OutputKeeper } from "../output_store.ts";
 import type { ExecutionResult } from "../result.ts";
 
 const RSS_POLL_MS = 25;
@@ -56,7 +56,7 @@ export interface RunLimits {
    * store); the result then shows a preview of it and names it. Without it, printing past the cap
    * stops the run and a return value that does not fit fails it.
    */
-  keep?: RunOutputs;
+  keep?: OutputKeeper;
   /**
    * Sees stdout as it is captured: with `privacy.tokenize`, personal data is detected while the
    * run prints rather than after it has ended.
@@ -189,7 +189,7 @@ export class Execution {
       this.#channel.captureStderr(undefined);
     }
     try {
-      return this.#outcome(Math.round(performance.now() - started));
+      return await this.#outcome(Math.round(performance.now() - started));
     } finally {
       this.#options.keep?.release();
     }
@@ -413,7 +413,7 @@ export class Execution {
     );
   }
 
-  #outcome(durationMs: number): ExecutionResult {
+  async #outcome(durationMs: number): Promise<ExecutionResult> {
     const options = this.#options;
     const result = this.#result;
     const timeout = this.#timedOut;
@@ -424,11 +424,12 @@ export class Execution {
       if (result?.error?.traceback) error.traceback = result.error.traceback;
     }
     const keptValue = error ? undefined : this.#keptValue;
-    const shown = keepParts(options.keep, this.#budget.left, {
+    const shown = await keepParts(options.keep, this.#budget.left, {
       stdout: this.#stdout,
       stderr: this.#stderr,
       returnValue: keptValue,
     }, options.cleanStderr);
+    error ??= shown.error?.toInfo();
     const out: ExecutionResult = {
       ok: !error && result?.ok === true,
       stdout: shown.stdout,
@@ -438,7 +439,9 @@ export class Execution {
     };
     if (!error && !keptValue && result?.value !== undefined) out.returnValue = result.value;
     if (error) out.error = options.cleanError ? options.cleanError(error) : error;
-    if (this.#stdout.truncated || this.#stderr.truncated || shown.outputs.length > 0) {
+    if (
+      this.#stdout.truncated || this.#stderr.truncated || shown.outputs.length > 0 || shown.error
+    ) {
       out.truncated = true;
     }
     if (shown.outputs.length > 0) out.outputs = shown.outputs;
