@@ -73,6 +73,11 @@ class FairSlots {
     return this.#running.get(principal) ?? 0;
   }
 
+  /** Runs waiting for a slot. */
+  get waiting(): number {
+    return this.#waiting.length;
+  }
+
   async acquire(principal: string, signal?: AbortSignal): Promise<Release> {
     if (this.#free > 0 && this.#runs(principal) < this.#share(principal)) {
       return this.#start(principal);
@@ -291,6 +296,11 @@ export class Admission {
       if (left > 0) this.#waitingShare.set(principal, left);
       else this.#waitingShare.delete(principal);
     }
+  }
+
+  /** Runs waiting for a slot (`limits.maxConcurrent`), every principal's. */
+  get queued(): number {
+    return this.#slots.waiting;
   }
 
   /** The LLM caps of one run: the admin's, lowered (never raised) by the caller. */

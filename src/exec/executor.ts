@@ -8,6 +8,7 @@
 import type { Settings } from "../config/settings.ts";
 import { CodeExecutorError } from "../errors.ts";
 import type { Logger } from "../log.ts";
+import type { Metrics } from "../metrics.ts";
 import { explainDenied } from "../policy/denied_access.ts";
 import {
   ApprovalPolicy,
@@ -82,6 +83,7 @@ export class Executor {
   #shared: SharedState | undefined;
   #runtimes!: Record<SkillLanguage, LanguageRuntime>;
   #reaper: ChildReaper;
+  #metrics: Metrics | undefined;
   #closing = new AbortController();
   #running = 0;
   #settled: Array<() => void> = [];
@@ -125,6 +127,7 @@ export class Executor {
       settings.limits.maxParkedMs,
     );
     this.#reaper = new ChildReaper(options.log);
+    this.#metrics = options.metrics;
   }
 
   /**
@@ -204,6 +207,8 @@ export class Executor {
     const output = this.#shared
       ? await this.#shared.outputs.read(idOrUri, principal)
       : this.#outputs.read(idOrUri, principal);
+    // An image's base64 is not text: a placeholder in it would break the image.
+    if (output.part === "image") return output;
     return { ...output, text: await this.#privacy.forClient(output.text, principal) };
   }
 
@@ -264,6 +269,7 @@ export class Executor {
     code: string,
     options: PythonRunOptions & RunOptions,
   ): Promise<ExecutionResult> {
+    const called = performance.now();
     const principal = options.principal ?? LOCAL_PRINCIPAL;
     const tokenizer = this.#privacy.tokenizer(principal);
     const run: RunStart = {
@@ -301,6 +307,7 @@ export class Executor {
       const { session, allowedTools } = options;
       await recordRun(audit, { ...run, session, allowedTools, settings: this.#settings, result });
     }
+    this.#metrics?.runEnded(language, result.error?.type, (performance.now() - called) / 1000);
     return result;
   }
 
@@ -372,7 +379,11 @@ export class Executor {
             principal,
             args,
           }),
-        inline: (skill) => this.#runtimes[skill.language].inlineSkill(skill.code),
+        inline: (skill) =>
+          this.#runtimes[skill.language].inlineSkill(
+            skill.code,
+            language === "typescript" ? granted : NO_GRANTS,
+          ),
       };
       const served = serveRequests(this.#services, context);
       const result = await leased.run({
@@ -398,6 +409,11 @@ export class Executor {
   /** Runs in progress, queued ones included. */
   get running(): number {
     return this.#running;
+  }
+
+  /** Runs waiting for a slot (`limits.maxConcurrent`). */
+  get queued(): number {
+    return this.#admission.queued;
   }
 
   /**

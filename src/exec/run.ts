@@ -7,6 +7,7 @@
  * @module
  */
 import type { Logger } from "../log.ts";
+import type { Metrics } from "../metrics.ts";
 import type { AuditLog } from "../policy/audit.ts";
 import type { RequestedPermissions } from "../policy/permissions.ts";
 import type { RunTokenizer } from "../privacy/tokenizer.ts";
@@ -122,6 +123,8 @@ export interface ExecutorOptions {
    * state, or none, keeps them in this process as on one machine.
    */
   shared?: SharedState;
+  /** Where runs are counted (`/metrics`); nowhere when omitted. */
+  metrics?: Metrics;
 }
 
 /** One admitted run, as its requests are served: built once, when its child is leased. */

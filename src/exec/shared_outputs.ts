@@ -116,11 +116,17 @@ export class SharedRunOutputs implements OutputKeeper {
    * @param part Which part.
    * @param text Its whole text.
    * @param bytes Its UTF-8 size.
+   * @param mimeType An image's type, for the part `image`.
    * @returns How the result names it.
    * @throws {CodeExecutorError} `OutputLimitError` when the store had no room for it,
    *   `StateUnavailable` when the store could not be used.
    */
-  async keep(part: OutputPart, text: string, bytes: number): Promise<KeptOutput> {
+  async keep(
+    part: OutputPart,
+    text: string,
+    bytes: number,
+    mimeType?: string,
+  ): Promise<KeptOutput> {
     await this.#sent();
     if (this.#failure) throw this.#failure;
     const entry = await this.#kept.keep({
@@ -129,6 +135,7 @@ export class SharedRunOutputs implements OutputKeeper {
       part,
       text,
       bytes,
+      ...(mimeType ? { mimeType } : {}),
     });
     this.#reserved -= bytes;
     return entry;
