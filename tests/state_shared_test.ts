@@ -122,6 +122,32 @@ Deno.test({
       );
 
       await t.step(
+        "an image past the cap is kept with its type and served through the other replica",
+        async () => {
+          // A PNG's signature and random bytes: the host checks the signature, not the pixels.
+          const shown = await ok(
+            alice[0],
+            `const png = new Uint8Array(6000);
+crypto.getRandomValues(png.subarray(8));
+png.set([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+await display(png, "image/png");
+return new Uint8Array(await crypto.subtle.digest("SHA-256", png)).toHex();`,
+          );
+          const kept = shown.outputs?.find((output) => output.part === "image");
+          assert(kept, JSON.stringify(shown));
+          const read = await alice[1].readResource({ uri: kept.uri });
+          const contents = read.contents[0] as { mimeType: string; blob: string };
+          assertEquals(contents.mimeType, "image/png");
+          const bytes = Uint8Array.fromBase64(contents.blob);
+          assertEquals(bytes.length, 6000);
+          const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes)).toHex();
+          assertEquals(digest, shown.returnValue);
+          const stolen = await assertRejects(() => bob[1].readResource({ uri: kept.uri }), Error);
+          assertMatch(stolen.message, /belongs to another principal/);
+        },
+      );
+
+      await t.step(
         "a pending approval made through one replica is approved through another and used once",
         async () => {
           const refused = await callRun(alice[0], "run_typescript", DELETE_ZED);
