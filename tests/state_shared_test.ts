@@ -263,7 +263,7 @@ return new Uint8Array(await crypto.subtle.digest("SHA-256", png)).toHex();`,
 
 Deno.test({
   name:
-    "state.url: executions per minute and the concurrency share of a principal hold across replicas",
+    "state.url: executions per minute and the concurrency share of a principal hold across replicas, and are never assumed while the store is gone",
   ignore: !redis,
   async fn() {
     const cluster = await startCluster({
@@ -303,6 +303,19 @@ Deno.test({
         (waiting.returnValue as number) >= (first.returnValue as number),
         `the second run started at ${waiting.returnValue}, before the first ended at ${first.returnValue}`,
       );
+
+      // A limit that is set is never assumed: with the store gone, runs are refused, and counted
+      // again (from nothing: the store restarted empty) once it is back, without a restart.
+      await cluster.store.kill();
+      const uncounted = await callRun(bob[0], "run_typescript", "return 1");
+      assertEquals(uncounted.error?.type, "StateUnavailable", JSON.stringify(uncounted));
+      assertMatch(uncounted.error!.message, /shared state store redis:\/\/127\.0\.0\.1:\d+/);
+      await cluster.store.start();
+      const back = await eventually(
+        async () => (await callRun(alice[1], "run_typescript", "return 1")).error === undefined,
+        30_000,
+      );
+      assert(back, "runs were not admitted again once the store was back");
     } finally {
       await cluster.close();
     }
