@@ -236,6 +236,29 @@ contract(
 );
 
 contract(
+  "VaultStore: a lookup renews what it found behind its answer, and not again within a second",
+  async ({ a, keys }) => {
+    const vault = new VaultStore(a, keys, { ttlMs: 60_000, maxValuesPerPrincipal: 100 });
+    const placeholders = await vault.assign("alice", [
+      { category: "email", value: "often@example.org" },
+      { category: "email", value: "twice@example.org" },
+    ]);
+    // The operations a lookup made, once its renewals (sent on the next immediate) are out.
+    const operations = async (names: string[]) => {
+      const before = a.stats.operations;
+      assertEquals((await vault.lookup("alice", names)).size, names.length);
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      return a.stats.operations - before;
+    };
+    const [often] = placeholders;
+    assert(await operations([often]) >= 3, "the first lookup reads, renews and marks use");
+    assertEquals(await operations([often]), 1, "resolved again at once: the read alone");
+    assert(await operations(placeholders) >= 3, "one not renewed yet is renewed");
+    assertEquals(await operations(placeholders), 1);
+  },
+);
+
+contract(
   "VaultStore: two replicas giving one new value a placeholder at once agree on it",
   async ({ a, b, keys }) => {
     const options = { ttlMs: 60_000, maxValuesPerPrincipal: 100 };
