@@ -95,7 +95,8 @@ async function startArm(dir: string, arm: Arm, url: string): Promise<ArmState> {
     privacy: { tokenize: true },
     approvals: { mode: "off" },
     sandbox: { tempDir: join(home, "tmp") },
-    ...(arm === "store" ? { state: { url, key: KEY } } : {}),
+    // A loaded machine (load 12 and more) once kept a round trip past the default 1000 ms.
+    ...(arm === "store" ? { state: { url, key: KEY, timeoutMs: 5000 } } : {}),
   });
   const logger = createLogger("warn");
   const upstream = await discoverUpstreams({
