@@ -14,6 +14,7 @@ import { assert, assertEquals, assertMatch, assertRejects, type RunResult } from
 import { callRun } from "./_client.ts";
 import { startHttpServer } from "./_http_server.ts";
 import { eventually } from "./_proc.ts";
+import { hasPrometheusParser, histogramOf, PARSER_MISSING, scrape, valueOf } from "./_metrics.ts";
 import { freePort, hasRedisServer, REDIS_MISSING } from "./_redis.ts";
 import {
   type Cluster,
@@ -30,6 +31,8 @@ import {
 
 const redis = await hasRedisServer();
 if (!redis) console.warn(REDIS_MISSING);
+const parser = await hasPrometheusParser();
+if (!parser) console.warn(PARSER_MISSING);
 
 /** A run that needs no shared state: arithmetic and a tool call whose answer holds no value. */
 const PLAIN = (n: number) =>
@@ -215,6 +218,22 @@ Deno.test({
           assert(back, "the store was not used again after it went on");
         },
       );
+
+      await t.step({
+        name: "/metrics counts the store's round trips and the failures it saw",
+        ignore: !parser,
+        fn: async () => {
+          const url = new URL("/metrics", cluster.replicas[0].url);
+          const families = await scrape(url, cluster.tokens.alice);
+          const labels = { store: "redis" };
+          const operations = valueOf(families, "code_executor_store_operations_total", labels);
+          const failures = valueOf(families, "code_executor_store_failures_total", labels);
+          assert(operations !== undefined && operations > 0, `operations ${operations}`);
+          assert(failures !== undefined && failures > 0, `failures ${failures}`);
+          const trips = histogramOf(families, "code_executor_store_round_trip_seconds", labels);
+          assert(trips.count > 0, `round trips ${trips.count}`);
+        },
+      });
 
       const results = await running.stop();
       assertPlainResults(results);

@@ -69,11 +69,17 @@ async function openServices(options: ServeOptions, log: Logger): Promise<Service
     },
   };
   log.info(`settings from ${sources.length ? sources.join(", ") : "defaults"}`);
+  const metrics = options.http && settings.http.metrics !== "off"
+    ? await Metrics.create()
+    : undefined;
   // First: a store that cannot be reached stops the start before anything is spawned.
-  const shared = await openSharedState(settings);
-  if (shared.store.kind !== "memory") log.info(`shared state: ${shared.store.where}`);
+  const shared = await openSharedState(settings, { onRoundTrip: metrics?.storeRoundTrip });
+  if (shared.store.kind !== "memory") {
+    log.info(`shared state: ${shared.store.where}`);
+    metrics?.watch({ store: shared.store });
+  }
   try {
-    return await openWithState(options, settings, log, shared);
+    return await openWithState(options, settings, log, { shared, metrics });
   } catch (error) {
     await shared.close();
     throw error;
@@ -84,7 +90,7 @@ async function openWithState(
   options: ServeOptions,
   settings: Settings,
   log: Logger,
-  shared: SharedState,
+  { shared, metrics }: { shared: SharedState; metrics: Metrics | undefined },
 ): Promise<Services> {
   const upstream = await discoverUpstreams({ configPaths: options.configPaths });
   for (const broken of upstream.broken) log.warn(broken.error);
@@ -98,9 +104,6 @@ async function openWithState(
     log.info(`upstream servers: ${upstream.servers.map((s) => s.name).join(", ")}`);
   }
   const onChange = { handler: () => {} };
-  const metrics = options.http && settings.http.metrics !== "off"
-    ? await Metrics.create()
-    : undefined;
   const hub = await openHub(upstream, settings, {
     log,
     cacheDir: cacheDir(),
