@@ -299,6 +299,9 @@ function toToolResult(result: ExecutionResult) {
   };
 }
 
+/** Characters of a down server's error in `search_tools`: its cause, stderr tail and hint fit. */
+const MAX_ERROR_LINE = 1_200;
+
 /**
  * The text `search_tools` returns: upstream tools and the caller's saved skills, ranked together.
  *
@@ -335,7 +338,9 @@ export async function searchToolsText(
   const unavailable = [
     ...(noServers
       ? []
-      : hub.catalog.summary().filter((s) => s.error).map((s) => `// ${oneLineDoc(s.error!)}`)),
+      : hub.catalog.summary().filter((s) => s.error).map((s) =>
+        `// ${oneLineDoc(s.error!, MAX_ERROR_LINE)}`
+      )),
     ...skippedFiles,
   ];
   if (found.length === 0) {
