@@ -12,7 +12,7 @@
  * promises settle on a thread pool, each a wake-up of the event loop, and on a busy host those
  * wake-ups, not the cryptography, were the cost (a run that resolved ten placeholders spent
  * 0.4 ms a decryption and 1 ms an HMAC waiting for them on this 2-core machine at load 14,
- * against 0.02 ms each done in place; bench/_store_cost.ts). The keys are then bytes in this
+ * against 0.02 ms each done in place; bench/store_cost.ts). The keys are then bytes in this
  * process's memory, where WebCrypto's non-extractable keys were too, from an attacker's view.
  *
  * @module
