@@ -88,7 +88,13 @@ export async function startCluster(settings: Record<string, unknown>, count = 2)
     mode: 0o600,
   });
   const store = new RedisServer();
-  await store.start();
+  try {
+    await store.start();
+  } catch (error) {
+    await store.close();
+    await Deno.remove(dir, { recursive: true });
+    throw error;
+  }
   const memoryFiles = Array.from({ length: count }, (_, i) => join(dir, `memory-${i}.jsonl`));
   const replicas: HttpServer[] = [];
   const clients: Client[] = [];
