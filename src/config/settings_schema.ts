@@ -42,14 +42,15 @@ const LimitsSchema = z.object({
   }),
   executionsPerMinute: z.number().int().min(0).default(0).meta({
     description:
-      "Executions started per minute, across callers; 0 is unlimited. A refusal says when to retry.",
+      "Executions started per minute, across callers (and across replicas with `state.url`); 0 is unlimited. A refusal says when to retry.",
   }),
   principalExecutionsPerMinute: z.number().int().min(0).default(0).meta({
-    description: "Executions one principal (an HTTP caller) may start per minute; 0 is unlimited.",
+    description:
+      "Executions one principal (an HTTP caller) may start per minute (across replicas with `state.url`); 0 is unlimited.",
   }),
   principalMaxConcurrent: z.number().int().min(0).default(0).meta({
     description:
-      "Executions one HTTP principal may hold at once, parked and held runs included; 0 is half of `limits.maxConcurrent` (at least 1), so that one principal always leaves slots for others. Free slots go first to the waiting principal with the fewest runs. `local` (stdio, HTTP without auth) is alone in its process and may use every slot.",
+      "Executions one HTTP principal may hold at once, parked and held runs included; 0 is half of `limits.maxConcurrent` (at least 1), so that one principal always leaves slots for others. Free slots go first to the waiting principal with the fewest runs. `local` (stdio, HTTP without auth) is alone in its process and may use every slot. With `state.url`, a value set here holds across replicas as well (a run waits, queued, for its principal's place); the default is a share of each replica's slots.",
   }),
   maxParkedMs: positiveInt.default(300_000).meta({
     description:
@@ -482,7 +483,7 @@ const StateSchema = z.object({
     "must be a redis:// or rediss:// URL, for example redis://127.0.0.1:6379",
   ).optional().meta({
     description:
-      "The shared state store of replicas behind one endpoint: a Redis 7 or Valkey URL, `redis://[user:password@]host:port[/db]` or `rediss://…` (TLS). Placeholders, kept outputs, pending approvals and per-principal limits are then shared by every replica using it. Unset: all of it stays in this process (one machine). Needs `state.key`.",
+      "The shared state store of replicas behind one endpoint: a Redis 7 or Valkey URL, `redis://[user:password@]host:port[/db]` or `rediss://…` (TLS). Placeholders, kept outputs, pending approvals, per-principal limits and HTTP principals' skills are then shared by every replica using it; skills live as long as the store keeps its data (give it persistence, `appendonly yes`, for them to outlive a restart). Unset: all of it stays in this process (one machine). Needs `state.key`.",
   }),
   key: z.string().min(32).optional().meta({
     description:

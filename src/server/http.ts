@@ -35,7 +35,8 @@ import {
 import type { Settings } from "../config/settings.ts";
 import type { Logger } from "../log.ts";
 import type { Metrics } from "../metrics.ts";
-import { isHttpPrincipal, principalShare } from "../principals.ts";
+import { isHttpPrincipal, LOCAL_PRINCIPAL, principalShare } from "../principals.ts";
+import { approvalsPending } from "./approve_tool.ts";
 import { refusalReason } from "./auth_refusals.ts";
 import { type Authenticator, authMode, createAuthenticator } from "./http_auth.ts";
 import { LegacySessions, rpcError } from "./http_sessions.ts";
@@ -380,7 +381,15 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
   const maxBodyBytes = http.maxBodyBytes ?? defaultBodyBytes(settings);
   const build = (): CodeExecutorServer => createServer(options);
   const modern: McpHttpHandler = createMcpHandler(
-    () => createServer({ ...options, perRequest: true }).server,
+    async ({ authInfo }) =>
+      createServer({
+        ...options,
+        perRequest: true,
+        approvalsPending: await approvalsPending(
+          options.executor,
+          authInfo?.clientId ?? LOCAL_PRINCIPAL,
+        ),
+      }).server,
     {
       legacy: "reject",
       maxRequestBodySize: maxBodyBytes,
