@@ -1,8 +1,9 @@
 /**
  * The keys of the shared state, derived with HKDF-SHA256 from one secret (`state.key`, the same
  * on every replica): AES-256-GCM for what is kept at rest, HMAC-SHA256 for the names under which
- * it is looked up, and HMAC-SHA256 for the replicas' requests to each other. Three keys, so that
- * no output of one use (a lookup name, a request's MAC) helps with another.
+ * it is looked up, HMAC-SHA256 for the replicas' requests to each other, and HMAC-SHA256 for the
+ * `requestState` of parked runs (unless `approvals.stateKey` is set). Four keys, so that no output
+ * of one use (a lookup name, a request's MAC, a state a client holds) helps with another.
  *
  * What the store may see: lookup names (truncated HMACs, of no use without the key), sealed
  * blobs, counters and random ids. Never a personal value, a token, a principal's name or a plain
@@ -45,16 +46,22 @@ export function fromBase64url(text: string): Uint8Array<ArrayBuffer> {
   return Uint8Array.from(raw, (c) => c.charCodeAt(0));
 }
 
-/** The three keys of the shared state, and what they do. */
+/** The keys of the shared state, and what they do. */
 export class StateKeys {
   readonly #seal: CryptoKey;
   readonly #index: CryptoKey;
   readonly #peer: CryptoKey;
+  /**
+   * The HMAC-SHA256 key of parked runs' `requestState` (sign and verify): the same on every
+   * replica with the same `state.key`, so that a retry can be checked wherever it lands.
+   */
+  readonly requestState: CryptoKey;
 
-  private constructor(seal: CryptoKey, index: CryptoKey, peer: CryptoKey) {
+  private constructor(seal: CryptoKey, index: CryptoKey, peer: CryptoKey, state: CryptoKey) {
     this.#seal = seal;
     this.#index = index;
     this.#peer = peer;
+    this.requestState = state;
   }
 
   /**
@@ -82,6 +89,7 @@ export class StateKeys {
       await derive("seal", { name: "AES-GCM", length: 256 }),
       await derive("index", hmac),
       await derive("peer", hmac),
+      await derive("request-state", hmac),
     );
   }
 
