@@ -11,6 +11,8 @@ import { configWarnings, discoverUpstreams } from "../config/upstream.ts";
 import { Executor } from "../exec/executor.ts";
 import { createLogger, flushLogs, type Logger } from "../log.ts";
 import { startHttpEndpoint } from "../server/http.ts";
+import { defaultReplicaId } from "../server/forwarding.ts";
+import { openSharedState, type SharedState } from "../state/shared_state.ts";
 import { type CodeExecutorServer, createServer } from "../server/server.ts";
 import { LineStdioServerTransport } from "../server/stdio_transport.ts";
 import { type Hub, openHub } from "../upstream/hub.ts";
@@ -40,6 +42,8 @@ interface Services {
   skills: SkillStore;
   /** Called when the upstream tool lists change. */
   onChange: { handler: () => void };
+  /** What replicas share (`state.url`), or this process's own store. */
+  shared: SharedState;
 }
 
 /** Routes library output to the logger: stdout is the protocol, and stderr must not block. */
@@ -60,9 +64,15 @@ async function openServices(options: ServeOptions, log: Logger): Promise<Service
       ...loaded.http,
       ...(options.host ? { host: options.host } : {}),
       ...(options.port !== undefined ? { port: options.port } : {}),
+      // Replicas sharing a store forward to each other by name: each needs its own.
+      ...(loaded.state.url !== undefined && !loaded.http.replicaId
+        ? { replicaId: defaultReplicaId() }
+        : {}),
     },
   };
   log.info(`settings from ${sources.length ? sources.join(", ") : "defaults"}`);
+  // First: a store that cannot be reached stops the start before any child is started.
+  const shared = await openSharedState(settings);
   const upstream = await discoverUpstreams({ configPaths: options.configPaths });
   for (const broken of upstream.broken) log.warn(broken.error);
   for (const warning of configWarnings(upstream)) log.warn(warning);
@@ -93,14 +103,15 @@ async function openServices(options: ServeOptions, log: Logger): Promise<Service
     log,
     personalData: personalDataFinder(settings.privacy),
   });
-  const executor = await Executor.create(settings, { log, hub, audit, skills });
-  return { settings, log, hub, executor, audit, skills, onChange };
+  const executor = await Executor.create(settings, { log, hub, audit, skills, shared });
+  return { settings, log, hub, executor, audit, skills, onChange, shared };
 }
 
 /** Stops the executor, the upstream servers and the logs, then exits. */
 async function shutDown(services: Services): Promise<never> {
   await services.executor.close();
   await services.hub.close();
+  await services.shared.close().catch(() => {});
   await services.audit?.flush();
   await flushLogs();
   Deno.exit(0);
@@ -146,7 +157,7 @@ function serveOnStdio(services: Services): void {
 }
 
 async function serveOnHttp(services: Services): Promise<void> {
-  const { settings, log, executor, hub, skills } = services;
+  const { settings, log, executor, hub, skills, shared } = services;
   const ready = () =>
     hub.catalog.summary().every((server) => server.tools !== undefined || server.error);
   // List every server now, so that /readyz turns ready without waiting for a first call.
@@ -159,6 +170,7 @@ async function serveOnHttp(services: Services): Promise<void> {
     env: Deno.env.toObject(),
     log,
     ready,
+    shared,
   });
   services.onChange.handler = () => endpoint.toolsChanged();
   let stopping: Promise<never> | undefined;
@@ -203,6 +215,7 @@ export async function serve(options: ServeOptions): Promise<void> {
   } catch (error) {
     await services.executor.close();
     await services.hub.close();
+    await services.shared.close().catch(() => {});
     throw error;
   }
   await new Promise(() => {});

@@ -117,6 +117,8 @@ export const ENV_OVERRIDES: ReadonlyArray<[string, string[], EnvParser]> = [
   ["CODE_EXECUTOR_HTTP_ALLOWED_ORIGINS", ["http", "allowedOrigins"], toHostList],
   ["CODE_EXECUTOR_HTTP_DRAIN_MS", ["http", "drainMs"], toInt],
   ["CODE_EXECUTOR_HTTP_REPLICA_ID", ["http", "replicaId"], (raw) => raw.trim()],
+  ["CODE_EXECUTOR_HTTP_INTERNAL_URL", ["http", "internalUrl"], (raw) => raw.trim()],
+  ["CODE_EXECUTOR_HTTP_FORWARD_TIMEOUT_MS", ["http", "forwardTimeoutMs"], toInt],
   ["CODE_EXECUTOR_OAUTH_ISSUER", ["http", "oauth", "issuer"], (raw) => raw],
   ["CODE_EXECUTOR_OAUTH_AUDIENCE", ["http", "oauth", "audience"], (raw) => raw],
   ["CODE_EXECUTOR_OAUTH_SCOPES", ["http", "oauth", "scopes"], toHostList],

@@ -12,6 +12,7 @@ import type { RequestedPermissions } from "../policy/permissions.ts";
 import type { RunTokenizer } from "../privacy/tokenizer.ts";
 import type { ClientChannel } from "../sampling/channel.ts";
 import type { SkillLanguage, SkillRecord, SkillStore } from "../skills/store.ts";
+import type { SharedState } from "../state/shared_state.ts";
 import type { Hub } from "../upstream/hub.ts";
 import type { AdmittedLimits } from "./admission.ts";
 import type { RunOutputs } from "./output_store.ts";
@@ -115,6 +116,11 @@ export interface ExecutorOptions {
    * without them.
    */
   warmPools?: boolean;
+  /**
+   * What replicas share (`openSharedState`); the executor keys parked runs' `requestState` with
+   * its keys unless `approvals.stateKey` is set.
+   */
+  shared?: SharedState;
 }
 
 /** One admitted run, as its requests are served: built once, when its child is leased. */
