@@ -29,12 +29,15 @@ import type { ParkedRuns } from "../exec/parked_runs.ts";
 import type { Logger } from "../log.ts";
 import { FORWARD_HEADER, ForwardRefused, signForward, verifyForward } from "../state/forward.ts";
 import type { OwnedKind, OwnedRef, ReplicaInfo, ReplicaRegistry } from "../state/replicas.ts";
-import type { SharedState } from "../state/shared_state.ts";
+import { REPLICA_TTL_MS, type SharedState } from "../state/shared_state.ts";
 import { type ReadBody, readBody, within } from "./http_io.ts";
-import { rpcError } from "./http_sessions.ts";
+import { replicaOfSession, rpcError } from "./http_sessions.ts";
 
 /** The keep-alive of the SDK's event streams (both eras): an owner's stream is never silent longer. */
 const SSE_KEEP_ALIVE_MS = 15_000;
+
+/** Between two heartbeats: a third of a replica record's life (`REPLICA_TTL_MS`). */
+const HEARTBEAT_MS = REPLICA_TTL_MS / 3;
 
 /** `extra` of a caller's {@linkcode AuthInfo}: why its run is refused before it starts. */
 const REFUSAL = "codeExecutorRefusal";
@@ -256,8 +259,8 @@ export async function joinCluster(options: JoinOptions): Promise<{ leave(): Prom
   const address = options.address.href;
   const existing = await registry.find(id);
   if (existing && existing.address !== address) {
-    // A live replica beats every few seconds; a dead one's record only waits for its expiry.
-    await new Promise((resolve) => setTimeout(resolve, 6_000));
+    // A live replica beats every HEARTBEAT_MS; a dead one's record only waits for its expiry.
+    await new Promise((resolve) => setTimeout(resolve, HEARTBEAT_MS + 1_000));
     const again = await registry.find(id);
     if (again && again.seenAt > existing.seenAt) {
       throw new Error(
@@ -265,11 +268,16 @@ export async function joinCluster(options: JoinOptions): Promise<{ leave(): Prom
       );
     }
   }
+  const replica = { id, address };
+  await registry.beat(replica);
+  // A heartbeat a third of the record's life; an outage is said once, and so is its end.
   let failing = false;
-  const heartbeat = registry.start({
-    id,
-    address,
-    onError: (error) => {
+  const timer = setInterval(async () => {
+    try {
+      await registry.beat(replica);
+      if (failing) log.info(`replica ${id}: the heartbeat reaches the shared store again`);
+      failing = false;
+    } catch (error) {
       if (!failing) {
         log.warn(
           `replica ${id}: the heartbeat to the shared store failed (${
@@ -278,17 +286,12 @@ export async function joinCluster(options: JoinOptions): Promise<{ leave(): Prom
         );
       }
       failing = true;
-    },
-  });
-  try {
-    await heartbeat.first;
-  } catch (error) {
-    heartbeat.stop();
-    throw error;
-  }
+    }
+  }, HEARTBEAT_MS);
+  Deno.unrefTimer(timer);
   return {
     async leave() {
-      heartbeat.stop();
+      clearInterval(timer);
       await registry.leave(id).catch(() => {});
     },
   };
@@ -448,11 +451,11 @@ export class Forwarder {
         ms: 0,
       });
       // Served here whatever this replica knows: a forwarded request is never forwarded again.
-      if (need.kind === "python-session") await this.#claimSession(call, need);
+      if (need.kind === "python-session") this.#renewSession(call, need);
       return { authInfo: call.authInfo };
     }
     if (need.kind === "http-session") {
-      const owner = /^([A-Za-z0-9_-]{1,63})\./.exec(need.id)?.[1];
+      const owner = replicaOfSession(need.id);
       if (owner === undefined || owner === this.#id) return { authInfo: call.authInfo };
       return await this.#toSessionOwner(call, need, owner);
     }
@@ -512,7 +515,7 @@ export class Forwarder {
     const ref = this.#ref(call, need);
     const owner = await owners.owner(ref);
     if (owner === this.#id) {
-      await owners.renew(ref, this.#sessionTtlMs);
+      this.#renewSession(call, need);
       return owner;
     }
     if (owner !== undefined) return owner;
@@ -521,12 +524,12 @@ export class Forwarder {
     return await owners.owner(ref);
   }
 
-  /** A session forwarded here is this replica's from now on, for another idle time. */
-  async #claimSession(call: RouteCall, need: Needed): Promise<void> {
-    await this.#shared.owners.claim(this.#ref(call, need), {
-      replica: this.#id,
-      ttlMs: this.#sessionTtlMs,
-    }).catch((error) =>
+  /**
+   * A session used here stays this replica's for another idle time. Not awaited: the call does
+   * not wait for it, and a renewal lost with the store ends only in an earlier expiry.
+   */
+  #renewSession(call: RouteCall, need: Needed): void {
+    this.#shared.owners.renew(this.#ref(call, need), this.#sessionTtlMs).catch((error) =>
       this.#log.debug(`http: could not renew the owner of a Python session: ${error.message}`)
     );
   }
