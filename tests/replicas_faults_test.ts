@@ -12,6 +12,10 @@
  *   after it starts the session afresh on a live replica; a session another replica holds goes on;
  * - the 2025-era session gets 404 naming the dead replica, which tells its client to start over.
  *
+ * Before it dies, it is stopped (SIGSTOP) for a moment: a call of its Python session through
+ * another replica is withdrawn after `http.forwardTimeoutMs` with `ReplicaUnreachableError`, and
+ * does not run once it goes on.
+ *
  * @module
  */
 import { join } from "node:path";
@@ -39,6 +43,7 @@ const NGINX = await clusterTools("tests/replicas_faults_test.ts");
 const TOKEN = "replicas-test-token-0123456789";
 const KILL_RUNS = 60;
 const KILL_WORKERS = 9;
+const FORWARD_TIMEOUT_MS = 3_000;
 const COUNTER =
   "n = globals().get('n', 0) + 1\npid = int(await call_mcp_tool(\"mcp__fixture__pid\", {}))\n[n, pid]";
 
@@ -50,7 +55,11 @@ Deno.test({
     let cluster: Cluster | undefined;
     try {
       cluster = await startCluster(NGINX!, {
-        env: { CODE_EXECUTOR_HTTP_TOKEN: TOKEN, CODE_EXECUTOR_SAMPLING_ENABLED: "true" },
+        env: {
+          CODE_EXECUTOR_HTTP_TOKEN: TOKEN,
+          CODE_EXECUTOR_SAMPLING_ENABLED: "true",
+          CODE_EXECUTOR_HTTP_FORWARD_TIMEOUT_MS: String(FORWARD_TIMEOUT_MS),
+        },
       });
       const { replicas, nginx, clients } = cluster;
       const balancer = nginx.url;
@@ -108,6 +117,30 @@ Deno.test({
         await (await fetch(new URL("/healthz", balancer))).body?.cancel();
       }
       assert(doomedLegacy, `no 2025-era session landed on ${victim.id}`);
+
+      // The victim stopped (SIGSTOP: its port takes connections, nothing answers): a call of its
+      // session through another replica is withdrawn after http.forwardTimeoutMs and said so;
+      // once it goes on, the session is there, and the withdrawn call did not run.
+      const direct = (await taggedClient(survivors[0].serve.url, { era: "modern", token: TOKEN }))
+        .client;
+      clients.push(direct);
+      Deno.kill(victim.serve.pid, "SIGSTOP");
+      const stalled = await callRun(direct, "run_python", COUNTER, {
+        session: doomedSession,
+        timeoutMs: 120_000,
+      }).finally(() => Deno.kill(victim.serve.pid, "SIGCONT"));
+      assertEquals(stalled.error?.type, "ReplicaUnreachableError", JSON.stringify(stalled));
+      assertMatch(
+        stalled.error!.message,
+        new RegExp(
+          `Replica "${victim.id}", which holds the Python session "${doomedSession}", did not take the forwarded request within ${FORWARD_TIMEOUT_MS} ms \\(http.forwardTimeoutMs\\): it was withdrawn`,
+        ),
+      );
+      const resumed = await callRun(py, "run_python", COUNTER, {
+        session: doomedSession,
+        timeoutMs: 120_000,
+      });
+      assertEquals(resumed.returnValue, [2, victim.fixturePid], JSON.stringify(resumed));
 
       // Load: each run waits 1.5 s in its upstream call, so that a third of them are held by the
       // victim at any moment.

@@ -262,7 +262,7 @@ const HttpSchema = z.object({
     description:
       "With `state.url`: the URL of this replica's MCP endpoint for the other replicas, which forward to it the requests for the live state it holds (its parked runs, Python sessions and 2025-era sessions). Registered in the store with a heartbeat; its host is accepted in `Host`. Unset: `http://<http.host>:<port><http.path>`, a wildcard host (0.0.0.0, ::) replaced by this machine's first non-loopback address.",
   }),
-  forwardTimeoutMs: positiveInt.default(10_000).meta({
+  forwardTimeoutMs: positiveInt.default(30_000).meta({
     description:
       "How long a replica waits for the owner of live state to take a forwarded request (the owner answers it with an event stream at once), and the longest silence of that stream beyond its 15 s keep-alives; past either the caller gets `ReplicaUnreachableError`, and nothing is sent again.",
   }),

@@ -405,6 +405,18 @@ export class Forwarder {
         path: url.pathname + url.search,
         body: encoder.encode(body.text ?? ""),
       }, { store: this.#shared.store });
+      // A sender that gave up (http.forwardTimeoutMs, while this replica was stalled) told its
+      // caller the request was withdrawn: serving it now would run what the caller may send again.
+      if (request.signal.aborted) {
+        this.#log.warn(
+          `http: a request forwarded by ${origin.from} was withdrawn before it was served; not served`,
+        );
+        return rpcError(
+          409,
+          -32000,
+          "The forwarded request was withdrawn by its sender; not served",
+        );
+      }
       return {
         authInfo: {
           token: "",
@@ -637,7 +649,7 @@ export class Forwarder {
       if ((error as Error).name === "TimeoutError") {
         return {
           unreachable:
-            `${what} did not take the forwarded request within ${this.#timeoutMs} ms (http.forwardTimeoutMs); it was cancelled there and not sent again. Retry shortly`,
+            `${what} did not take the forwarded request within ${this.#timeoutMs} ms (http.forwardTimeoutMs): it was withdrawn and is not sent again. Retry shortly`,
         };
       }
       if (await refuses(target)) return { lost: `${target.host} refuses connections` };
