@@ -422,7 +422,13 @@ export async function startCluster(
     assertEquals(failures.map((f) => String((f as PromiseRejectedResult).reason)), []);
   };
   try {
-    const env = { ...options.env, ...clusterEnv(redis.url) };
+    // 5 s for a store round trip (1 s by default): on this shared machine, at a load of 20, a
+    // replica's event loop has stalled past 1 s, and the store's timeout is not what is tested.
+    const env: Record<string, string> = {
+      CODE_EXECUTOR_STATE_TIMEOUT_MS: "5000",
+      ...options.env,
+      ...clusterEnv(redis.url),
+    };
     if (options.tokens !== undefined) {
       env.CODE_EXECUTOR_HTTP_TOKENS_FILE = join(dir, "tokens");
       await Deno.writeTextFile(env.CODE_EXECUTOR_HTTP_TOKENS_FILE, options.tokens, { mode: 0o600 });
