@@ -51,6 +51,7 @@ const OPS = [
   "sample",
   "elicit",
   "progress",
+  "display",
   "output",
   "skill",
 ];

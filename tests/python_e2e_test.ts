@@ -300,12 +300,15 @@ async function pythonSequence(t: Deno.TestContext, server: ServerHarness): Promi
       let done = false;
       const running = server.runPy(code, { timeoutMs: 1_500 }).finally(() => done = true);
       let busy: number[] | undefined;
-      if (code.startsWith("while")) {
-        // The probe must see the loop spin, or its "idle" below would mean nothing.
-        await new Promise((resolve) => setTimeout(resolve, 200));
-        busy = await spinning(await pythonPids(server.tempDir));
-      }
       const seen = new Set<number>();
+      if (code.startsWith("while")) {
+        // The probe must see the loop spin, or its "idle" below would mean nothing. It looks for
+        // longer than the run lasts, so the children it looked at count as seen.
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        const during = await pythonPids(server.tempDir);
+        for (const pid of during) seen.add(pid);
+        busy = await spinning(during);
+      }
       while (!done) {
         for (const pid of await pythonPids(server.tempDir)) seen.add(pid);
         await new Promise((resolve) => setTimeout(resolve, 100));

@@ -7,6 +7,7 @@
  * @module
  */
 import type { Logger } from "../log.ts";
+import type { Metrics } from "../metrics.ts";
 import type { AuditLog } from "../policy/audit.ts";
 import type { RequestedPermissions } from "../policy/permissions.ts";
 import type { RunTokenizer } from "../privacy/tokenizer.ts";
@@ -121,6 +122,8 @@ export interface ExecutorOptions {
    * its keys unless `approvals.stateKey` is set.
    */
   shared?: SharedState;
+  /** Where runs are counted (`/metrics`); nowhere when omitted. */
+  metrics?: Metrics;
 }
 
 /** One admitted run, as its requests are served: built once, when its child is leased. */

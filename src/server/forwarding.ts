@@ -80,12 +80,43 @@ export interface ForwardEvent {
   peer: string;
   /**
    * `answered`: the owner took it (its answer is relayed); `lost`: the owner is gone, the caller
-   * was told what was lost; `unreachable`: the owner did not take it in time or failed while
-   * answering; `refused`: a received forward did not verify (403).
+   * was told what was lost; `timeout`: the owner did not take it within `http.forwardTimeoutMs`;
+   * `unreachable`: it could not be sent otherwise; `refused`: a received forward did not verify
+   * (403).
    */
-  outcome: "answered" | "lost" | "unreachable" | "refused";
+  outcome: "answered" | "lost" | "timeout" | "unreachable" | "refused";
   /** Milliseconds until the owner's answer began (or the failure). */
   ms: number;
+}
+
+/** `code_executor_forwarded_requests_total`'s `kind` for each kind of live state. */
+const METRIC_KINDS: Record<OwnedKind, string> = {
+  "parked-run": "parked_run",
+  "python-session": "python_session",
+  "http-session": "session",
+};
+
+/** Its `outcome` for each outcome of a forward this replica sent. */
+const METRIC_OUTCOMES: Record<ForwardEvent["outcome"], string> = {
+  answered: "ok",
+  lost: "owner_gone",
+  timeout: "timeout",
+  unreachable: "failed",
+  refused: "failed",
+};
+
+/**
+ * The labels `Metrics.forwarded` counts a forward this replica sent under.
+ *
+ * @param event What {@linkcode ForwarderOptions.onForward} heard.
+ * @returns `kind` and `outcome`, or undefined for a request another replica forwarded here
+ *   (the sender counts it).
+ */
+export function forwardedLabels(
+  event: ForwardEvent,
+): { kind: string; outcome: string } | undefined {
+  if (event.direction !== "sent" || event.kind === undefined) return undefined;
+  return { kind: METRIC_KINDS[event.kind], outcome: METRIC_OUTCOMES[event.outcome] };
 }
 
 /** What a {@linkcode Forwarder} needs. */
@@ -162,7 +193,7 @@ interface Needed {
 type Outcome =
   | { answered: Response }
   | { lost: string }
-  | { unreachable: string };
+  | { unreachable: string; timedOut?: true };
 
 /**
  * The refusal a forwarding replica attached to a caller's principal: the run tools answer it as
@@ -599,7 +630,15 @@ export class Forwarder {
       return { lost: "it is no longer registered in the shared store" };
     }
     const outcome = await this.#send(replica, call, need);
-    report("answered" in outcome ? "answered" : "lost" in outcome ? "lost" : "unreachable");
+    report(
+      "answered" in outcome
+        ? "answered"
+        : "lost" in outcome
+        ? "lost"
+        : outcome.timedOut
+        ? "timeout"
+        : "unreachable",
+    );
     if (!("answered" in outcome)) {
       this.#log.warn(
         `http: a request for ${described(need)} was not forwarded to replica ${owner}: ${
@@ -650,6 +689,7 @@ export class Forwarder {
         return {
           unreachable:
             `${what} did not take the forwarded request within ${this.#timeoutMs} ms (http.forwardTimeoutMs): it was withdrawn and is not sent again. Retry shortly`,
+          timedOut: true,
         };
       }
       if (await refuses(target)) return { lost: `${target.host} refuses connections` };

@@ -35,13 +35,15 @@ import {
 } from "@modelcontextprotocol/server";
 import type { Settings } from "../config/settings.ts";
 import type { Logger } from "../log.ts";
+import type { Metrics } from "../metrics.ts";
 import { isHttpPrincipal, principalShare } from "../principals.ts";
 import type { SharedState } from "../state/shared_state.ts";
 import { refusalReason } from "./auth_refusals.ts";
-import { Forwarder, type ForwardEvent, internalUrlOf, joinCluster } from "./forwarding.ts";
+import { forwardedLabels, Forwarder, internalUrlOf, joinCluster } from "./forwarding.ts";
 import { type Authenticator, authMode, createAuthenticator } from "./http_auth.ts";
 import { LegacySessions, rpcError } from "./http_sessions.ts";
 import { listen, type ReadBody, readBody, untilSent, within } from "./http_io.ts";
+import { listenForMetrics, METRICS_PATH, metricsResponse, watchServer } from "./metrics.ts";
 import { type CodeExecutorServer, createServer, type ServerDeps } from "./server.ts";
 
 /** What the endpoint needs from the rest of the server. */
@@ -59,8 +61,8 @@ export interface HttpEndpointOptions extends ServerDeps {
    * forwarded to it (`forwarding.ts`), and this replica registers itself for theirs.
    */
   shared?: SharedState;
-  /** Told of every request forwarded to or from this replica (for `/metrics`). */
-  onForward?: (event: ForwardEvent) => void;
+  /** The server's instruments, served at `/metrics` as `http.metrics` says; none without. */
+  metrics?: Metrics;
 }
 
 /** A listening endpoint. */
@@ -69,6 +71,8 @@ export interface HttpEndpoint {
   url: URL;
   /** The authentication in force. */
   auth: Authenticator["mode"];
+  /** Where `/metrics` is served without authentication (`http.metrics: "loopback"`). */
+  metricsUrl?: URL;
   /** Tells every open session and stream that the tool list changed. */
   toolsChanged(): void;
   /** Stops accepting requests (new ones get 503), for a drain. */
@@ -183,7 +187,7 @@ function countAndLog(
   const { http, sessions, log } = options;
   // Paths this server answers are logged as they are; any other is the caller's text, which can
   // hold a secret (a client configured with a token-in-path URL) or be 100 KiB long.
-  const known = new Set([http.path, "/healthz", "/readyz"]);
+  const known = new Set([http.path, "/healthz", "/readyz", METRICS_PATH]);
   const loggedPath = (path: string, status: number) =>
     known.has(path) || (path.startsWith("/.well-known/") && status < 400) ? path : "(other path)";
   return async (incoming, next) => {
@@ -277,15 +281,16 @@ function guardHost(allowed: { hosts?: string[]; origins: string[] }): Step {
  */
 function authenticate(
   state: EndpointState,
-  endpointPath: string,
+  paths: { endpoint: string; metrics: boolean },
   forwards?: { forwarder: Forwarder; maxBytes: number; timeoutMs: number },
 ): Step {
+  const endpointPath = paths.endpoint;
   return async (incoming, next) => {
     const auth = state.auth;
     if (!auth) return rpcError(503, -32000, "The server is starting; retry shortly");
     const metadata = auth.metadata(incoming.request);
     if (metadata) return metadata;
-    if (incoming.path !== endpointPath) {
+    if (incoming.path !== endpointPath && !(paths.metrics && incoming.path === METRICS_PATH)) {
       return rpcError(404, -32000, `Not found: the MCP endpoint is ${endpointPath}`);
     }
     if (forwards?.forwarder.isForwarded(incoming.request)) {
@@ -301,6 +306,12 @@ function authenticate(
     incoming.principal = principal;
     return await next();
   };
+}
+
+/** `/metrics` for an authenticated caller (`http.metrics: "auth"`). */
+function serveMetrics(metrics: Metrics): Step {
+  return (incoming, next) =>
+    incoming.path === METRICS_PATH ? metricsResponse(incoming.request, metrics) : next();
 }
 
 /**
@@ -416,6 +427,13 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
       `Refusing to serve HTTP on ${http.host} without authentication: anyone who reaches the port could run code. Set CODE_EXECUTOR_HTTP_TOKEN (or http.tokensFile, or http.oauth), or bind to 127.0.0.1`,
     );
   }
+  const metrics = http.metrics === "off" ? undefined : options.metrics;
+  const authMetrics = http.metrics === "auth" ? metrics : undefined;
+  if (authMetrics && http.path === METRICS_PATH) {
+    throw new TypeError(
+      `http.path ${METRICS_PATH} is where http.metrics "auth" serves the metrics; pick another http.path, or set http.metrics to "loopback" or "off"`,
+    );
+  }
   const maxBodyBytes = http.maxBodyBytes ?? defaultBodyBytes(settings);
   const build = (): CodeExecutorServer => createServer(options);
   const modernOptions = {
@@ -439,7 +457,10 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
       settings,
       parked: options.executor.parkedRuns,
       log,
-      onForward: options.onForward,
+      onForward: (event) => {
+        const labels = forwardedLabels(event);
+        if (labels) metrics?.forwarded(labels.kind, labels.outcome);
+      },
     })
     : undefined;
   const streamed = forwarder
@@ -470,9 +491,10 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
     guardHost(allowed),
     authenticate(
       state,
-      http.path,
+      { endpoint: http.path, metrics: authMetrics !== undefined },
       forwarder && { forwarder, maxBytes: maxBodyBytes, timeoutMs: http.bodyTimeoutMs },
     ),
+    ...(authMetrics ? [serveMetrics(authMetrics)] : []),
     capPrincipal(state, http),
     limitBody({ maxBytes: maxBodyBytes, timeoutMs: http.bodyTimeoutMs }),
   ];
@@ -492,6 +514,7 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
   const resource = new URL(http.publicUrl ?? url.href);
   let auth: Authenticator;
   let cluster: { leave(): Promise<void> } | undefined;
+  let loopback: ReturnType<typeof listenForMetrics> | undefined;
   try {
     auth = state.auth = await createAuthenticator(settings, { env: options.env, resource });
     if (forwarder) {
@@ -502,7 +525,14 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
         log,
       });
     }
+    if (metrics) {
+      watchServer(metrics, { ...options, httpInFlight: () => state.inFlight });
+      if (http.metrics === "loopback") {
+        loopback = listenForMetrics(metrics, { port: http.metricsPort, log });
+      }
+    }
   } catch (error) {
+    await cluster?.leave();
     await sessions.close();
     await modern.close().catch(() => {});
     await streamed?.close().catch(() => {});
@@ -514,6 +544,7 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
   return {
     url,
     auth: auth.mode,
+    metricsUrl: loopback?.url,
     get inFlight() {
       return state.inFlight;
     },
@@ -534,6 +565,7 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
       await modern.close().catch(() => {});
       await streamed?.close().catch(() => {});
       await within(server.shutdown(), 5_000);
+      await loopback?.close();
     },
   };
 }

@@ -230,6 +230,8 @@ export class PythonRuntime implements LanguageRuntime {
   readonly language = "python";
   #context: RuntimeContext;
   #started: Promise<PythonStart> | undefined;
+  /** The warm pool, once Python has started. */
+  #pool: WarmPool<PyChild> | undefined;
   #sessions: SessionStore<PyChild>;
 
   private constructor(context: RuntimeContext) {
@@ -266,7 +268,10 @@ export class PythonRuntime implements LanguageRuntime {
   /** Locates Pyodide and its snapshot once; a failure is reported by every run_python. */
   #start(): Promise<PythonStart> {
     const context = this.#context;
-    this.#started ??= startPython(context);
+    if (!this.#started) {
+      this.#started = startPython(context);
+      this.#started.then((started) => this.#pool = started.pool, () => {});
+    }
     // A start cut short by close() (a normal exit, or a fatal error of the server's own start) is
     // no news about Python: only a failure while the server runs is.
     this.#started.catch((error) => {
@@ -378,6 +383,16 @@ export class PythonRuntime implements LanguageRuntime {
    */
   async pool(): Promise<WarmPool<PyChild>> {
     return (await this.#start()).pool;
+  }
+
+  /**
+   * The warm pool's size now, without starting Python.
+   *
+   * @returns Children ready for a run, and how many the pool keeps now; zeros before Python has
+   *   started.
+   */
+  warmChildren(): { ready: number; target: number } {
+    return { ready: this.#pool?.idle ?? 0, target: this.#pool?.target ?? 0 };
   }
 
   /** Kills the idle pooled children and every session's. */
