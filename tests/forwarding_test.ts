@@ -5,8 +5,8 @@
  * replica with the same id stops the start, a dead one's id is taken over, and leaving removes the
  * record. Then a real replica on a real redis-server forwards to a peer the test plays: without
  * the caller's token, signed for the caller's principal, refused when replayed, its event stream
- * relayed as it comes, a peer that does not answer or refuses connections said so. Forwarding
- * between real replicas runs in tests/replicas*_test.ts.
+ * relayed as it comes, a peer that does not answer or refuses connections said so, and each
+ * counted in `/metrics`. Forwarding between real replicas runs in tests/replicas*_test.ts.
  *
  * @module
  */
@@ -23,6 +23,7 @@ import { RedisStateStore } from "../src/state/redis_store.ts";
 import { freePort, hasRedisServer, REDIS_MISSING, RedisServer } from "./_redis.ts";
 import { type HttpServer, startHttpServer } from "./_http_server.ts";
 import { clusterEnv, STATE_KEY } from "./_replicas.ts";
+import { hasPrometheusParser, PARSER_MISSING, scrape, valueOf } from "./_metrics.ts";
 
 function httpSettings(http: Record<string, unknown> = {}) {
   return resolveSettings({ http }).http;
@@ -97,6 +98,8 @@ Deno.test({
 
 const REDIS = await hasRedisServer();
 if (!REDIS) console.warn(REDIS_MISSING);
+const PARSER = await hasPrometheusParser();
+if (!PARSER) console.warn(PARSER_MISSING);
 const TOKEN = "forwarding-test-token-0123456789";
 
 /** A replica's peer played by the test: registered in the store, answering as it is told. */
@@ -260,6 +263,18 @@ Deno.test({
         await gone.text(),
         /opened on replica \\"ce-gone\\", which is gone \(127\.0\.0\.1:\d+ refuses connections\); initialize a new session/,
       );
+
+      // /metrics counts what this replica sent, by what it reached and how it ended; the
+      // replayed forward it received is the sender's to count.
+      if (PARSER) {
+        const families = await scrape(new URL("/metrics", replica.url), TOKEN);
+        const forwarded = (outcome: string) =>
+          valueOf(families, "code_executor_forwarded_requests_total", { kind: "session", outcome });
+        assertEquals(
+          { ok: forwarded("ok"), timeout: forwarded("timeout"), gone: forwarded("owner_gone") },
+          { ok: 1, timeout: 1, gone: 1 },
+        );
+      }
     } finally {
       await replica?.close();
       await peer.close();
