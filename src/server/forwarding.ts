@@ -436,18 +436,6 @@ export class Forwarder {
         path: url.pathname + url.search,
         body: encoder.encode(body.text ?? ""),
       }, { store: this.#shared.store });
-      // A sender that gave up (http.forwardTimeoutMs, while this replica was stalled) told its
-      // caller the request was withdrawn: serving it now would run what the caller may send again.
-      if (request.signal.aborted) {
-        this.#log.warn(
-          `http: a request forwarded by ${origin.from} was withdrawn before it was served; not served`,
-        );
-        return rpcError(
-          409,
-          -32000,
-          "The forwarded request was withdrawn by its sender; not served",
-        );
-      }
       return {
         authInfo: {
           token: "",
