@@ -12,12 +12,13 @@ import { Executor } from "../exec/executor.ts";
 import { createLogger, flushLogs, type Logger } from "../log.ts";
 import { Metrics } from "../metrics.ts";
 import { startHttpEndpoint } from "../server/http.ts";
+import { defaultReplicaId } from "../server/forwarding.ts";
+import { openSharedState, type SharedState } from "../state/shared_state.ts";
 import { type CodeExecutorServer, createServer } from "../server/server.ts";
 import { LineStdioServerTransport } from "../server/stdio_transport.ts";
 import { type Hub, openHub } from "../upstream/hub.ts";
 import { AuditLog } from "../policy/audit.ts";
 import { SkillStore } from "../skills/store.ts";
-import { openSharedState, type SharedState } from "../state/shared_state.ts";
 
 /** Options of {@linkcode serve}. */
 export interface ServeOptions {
@@ -66,6 +67,10 @@ async function openServices(options: ServeOptions, log: Logger): Promise<Service
       ...loaded.http,
       ...(options.host ? { host: options.host } : {}),
       ...(options.port !== undefined ? { port: options.port } : {}),
+      // Replicas sharing a store forward to each other by name: each needs its own.
+      ...(loaded.state.url !== undefined && !loaded.http.replicaId
+        ? { replicaId: defaultReplicaId() }
+        : {}),
     },
   };
   log.info(`settings from ${sources.length ? sources.join(", ") : "defaults"}`);
@@ -132,7 +137,7 @@ async function openWithState(
 async function shutDown(services: Services): Promise<never> {
   await services.executor.close();
   await services.hub.close();
-  await services.shared.close();
+  await services.shared.close().catch(() => {});
   await services.audit?.flush();
   await flushLogs();
   Deno.exit(0);
@@ -178,7 +183,7 @@ function serveOnStdio(services: Services): void {
 }
 
 async function serveOnHttp(services: Services): Promise<void> {
-  const { settings, log, executor, hub, skills } = services;
+  const { settings, log, executor, hub, skills, shared } = services;
   const ready = () =>
     hub.catalog.summary().every((server) => server.tools !== undefined || server.error);
   // List every server now, so that /readyz turns ready without waiting for a first call.
@@ -191,6 +196,7 @@ async function serveOnHttp(services: Services): Promise<void> {
     env: Deno.env.toObject(),
     log,
     ready,
+    shared,
     metrics: services.metrics,
   });
   services.onChange.handler = () => endpoint.toolsChanged();
@@ -239,7 +245,7 @@ export async function serve(options: ServeOptions): Promise<void> {
   } catch (error) {
     await services.executor.close();
     await services.hub.close();
-    await services.shared.close();
+    await services.shared.close().catch(() => {});
     throw error;
   }
   await new Promise(() => {});

@@ -272,7 +272,15 @@ const HttpSchema = z.object({
     'must be 1 to 63 letters, digits, "_" or "-" (it starts session ids, before a ".")',
   ).optional().meta({
     description:
-      "Behind a load balancer, this replica's name: the 2025-era session ids it mints start with `<replicaId>.`, so that the balancer can route a session to its replica by that prefix.",
+      "Behind a load balancer, this replica's name: the 2025-era session ids it mints start with `<replicaId>.`, and its parked runs' `requestState` names it, so that a request for them that reaches another replica is forwarded here (with `state.url`). Unique per replica; with `state.url` and unset, `<hostname>-<6 random hex digits>`.",
+  }),
+  internalUrl: z.url().optional().meta({
+    description:
+      "With `state.url`: the URL of this replica's MCP endpoint for the other replicas, which forward to it the requests for the live state it holds (its parked runs, Python sessions and 2025-era sessions). Registered in the store with a heartbeat; its host is accepted in `Host`. Unset: `http://<http.host>:<port><http.path>`, a wildcard host (0.0.0.0, ::) replaced by this machine's first non-loopback address.",
+  }),
+  forwardTimeoutMs: positiveInt.default(30_000).meta({
+    description:
+      "How long a replica waits for the owner of live state to take a forwarded request (the owner answers it with an event stream at once), and the longest silence of that stream beyond its 15 s keep-alives; past either the caller gets `ReplicaUnreachableError`, and nothing is sent again.",
   }),
   drainMs: z.number().int().min(0).default(10_000).meta({
     description:

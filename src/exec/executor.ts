@@ -122,7 +122,7 @@ export class Executor {
       previewChars: settings.limits.previewChars,
     });
     this.#parked = new ParkedRuns(
-      settings.approvals.stateKey,
+      settings.approvals.stateKey ?? options.shared?.keys.requestState,
       settings.http.replicaId,
       settings.limits.maxParkedMs,
     );

@@ -120,7 +120,8 @@ export interface ExecutorOptions {
   /**
    * What replicas share (`openSharedState`): with a store of its own (`state.url`), placeholders,
    * kept outputs, pending approvals and the limits across replicas are kept there; in-process
-   * state, or none, keeps them in this process as on one machine.
+   * state, or none, keeps them in this process as on one machine. The executor keys parked runs'
+   * `requestState` with its keys unless `approvals.stateKey` is set.
    */
   shared?: SharedState;
   /** Where runs are counted (`/metrics`); nowhere when omitted. */

@@ -26,6 +26,7 @@ import { offerApproveTool } from "./approve_tool.ts";
 import { clientChannel } from "./client_channel.ts";
 import { outputLinks, registerOutputResources } from "./kept_outputs.ts";
 import { runInRounds, takesRounds } from "./input_rounds.ts";
+import { refusalOf } from "./forwarding.ts";
 
 /** Name and version reported to clients. */
 export const SERVER_INFO = { name: SERVER_NAME, version: SERVER_VERSION } as const;
@@ -419,6 +420,9 @@ function registerRunTool<A extends RunArgs>(
     outputSchema: shared.output,
     annotations: RUN_ANNOTATIONS,
   }, async (args, ctx) => {
+    // The live state this call needs was lost with its replica, or cannot be found: nothing runs.
+    const refused = refusalOf(ctx.http?.authInfo);
+    if (refused) return toToolResult(refused.toResult());
     const options = {
       allowedTools: args.allowedTools,
       timeoutMs: args.timeoutMs,

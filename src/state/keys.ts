@@ -62,16 +62,22 @@ export function fromBase64url(text: string): Uint8Array<ArrayBuffer> {
   return Uint8Array.from(raw, (c) => c.charCodeAt(0));
 }
 
-/** The three keys of the shared state, and what they do. */
+/** The keys of the shared state, and what they do. */
 export class StateKeys {
   readonly #seal: Buffer;
   readonly #index: Buffer;
   readonly #peer: Buffer;
+  /**
+   * The HMAC-SHA256 key of parked runs' `requestState` (sign and verify), raw: the same on every
+   * replica with the same `state.key`, so that a retry can be checked wherever it lands.
+   */
+  readonly requestState: Uint8Array<ArrayBuffer>;
 
-  private constructor(seal: Buffer, index: Buffer, peer: Buffer) {
+  private constructor(seal: Buffer, index: Buffer, peer: Buffer, state: Uint8Array<ArrayBuffer>) {
     this.#seal = seal;
     this.#index = index;
     this.#peer = peer;
+    this.requestState = state;
   }
 
   /**
@@ -86,7 +92,10 @@ export class StateKeys {
       ? encoder.encode(secret)
       : crypto.getRandomValues(new Uint8Array(32));
     const derive = (info: string) => Buffer.from(hkdfSync("sha256", raw, SALT, info, 32));
-    return Promise.resolve(new StateKeys(derive("seal"), derive("index"), derive("peer")));
+    const state = new Uint8Array(hkdfSync("sha256", raw, SALT, "request-state", 32));
+    return Promise.resolve(
+      new StateKeys(derive("seal"), derive("index"), derive("peer"), state),
+    );
   }
 
   /**
