@@ -109,9 +109,8 @@ const RunPythonFields = z.object({
   session: z.string().meta({ "x-mcp-header": "Session" }).optional().describe(
     "Keep variables between calls under this id",
   ),
-  permissions: z.object({ read: z.array(z.string()).optional() }).strict().optional().describe(
-    "Absolute paths under ALLOWED_PROJECTS to read, mounted read-only at the same paths",
-  ),
+  // Described by the tool's text ("like run_typescript"): every token here is in every context.
+  permissions: z.object({ read: z.array(z.string()).optional() }).strict().optional(),
 }).strict();
 const RunPythonInput = withoutDialect(RunPythonFields.extend(LlmCaps));
 const RunPythonPlainInput = withoutDialect(RunPythonFields) as typeof RunPythonInput;
