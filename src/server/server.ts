@@ -457,8 +457,8 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
   });
 
   registerOutputResources(server, {
-    list: (principal) => deps.executor.listOutputs(principal),
-    read: (idOrUri, principal) => deps.executor.readOutputForClient(idOrUri, principal),
+    list: (principal) => deps.executor.outputs.list(principal),
+    read: (idOrUri, principal) => deps.executor.outputs.read(idOrUri, principal),
   });
   if (deps.skills) attachAgentSkills(server, deps.skills);
   const adminPolicy = new ToolPolicy(deps.executor.settings.tools);
