@@ -5,7 +5,9 @@
  *
  * Protocol with the host (JSON lines, the same frames as `ts_runner.ts`):
  * - host → controller on stdin: `{"t":"init","nonce","indexDir","indexUrl","workerPath","workerUrl",
- *   "snapshotPath"?,"session"?,"allowedImports","wheels"?,"prelude"}` (`wheels`:
+ *   "snapshotPath"?,"session"?,"allowedImports","wheels"?,"prelude","files"?}` (`files`:
+ *   `{"path","url","read"}`, `sandbox/py_files.ts` and the run's granted paths, which the
+ *   process may read and the Worker mounts read-only; `wheels`:
  *   `[{"name","data"}]`, the files' bytes in base64; `prelude`: the text of
  *   `sandbox/py_prelude.py`, which the Worker runs when it boots without the snapshot; both read
  *   by the host since this process may not read them), then `{"t":"exec","source","args"?}`
@@ -16,9 +18,10 @@
  *   `<nonce> {"t":"ready","bootMs","fromSnapshot","snapshotError"?,"wheelErrors"?}`,
  *   `<nonce> {"t":"out","s","d"}`, `<nonce> {"t":"call","id","op",...}` and one
  *   `<nonce> {"t":"result",...}` per exec. A child that cannot boot sends `{"t":"fatal","message"}`.
- * - snapshot mode (`{"t":"init","nonce","mode":"snapshot","snapshotOut","prelude",...}`, run
- *   with write access to the snapshot's directory only): boots, runs the prelude, writes the
- *   snapshot, sends `{"t":"snapshot","bytes","bootMs"}` and exits.
+ * - snapshot mode (`{"t":"init","nonce","mode":"snapshot","snapshotOut","prelude","wheels"?,
+ *   "preload"?,...}`, run with write access to the snapshot's directory only): boots, runs the
+ *   prelude, unpacks the wheels of `python.packages` and imports `preload` (their top-level
+ *   modules), writes the snapshot, sends `{"t":"snapshot","bytes","bootMs"}` and exits.
  *
  * Python code runs in the Worker and cannot reach this thread's globals, so the nonce stays out
  * of its reach; everything the Worker posts is validated here before it becomes a frame.
@@ -138,6 +141,14 @@ function decodeWheels(raw: unknown): {
   return { wheels, errors };
 }
 
+/** The run's granted paths (`init.files`), which the Worker may read and mounts read-only. */
+function grantedFiles(raw: unknown): { path: string; url: string; read: string[] } | undefined {
+  const { path, url, read } = (raw ?? {}) as Record<string, unknown>;
+  if (typeof path !== "string" || typeof url !== "string" || !Array.isArray(read)) return;
+  const paths = read.filter((entry): entry is string => typeof entry === "string");
+  return paths.length > 0 ? { path, url, read: paths } : undefined;
+}
+
 function text(value: unknown, max: number): string | undefined {
   return typeof value === "string" ? value.slice(0, max) : undefined;
 }
@@ -247,9 +258,8 @@ async function main(): Promise<void> {
     ? init.snapshotPath
     : undefined;
 
-  const { wheels, errors: wheelErrors } = snapshotMode
-    ? { wheels: [], errors: [] }
-    : decodeWheels(init.wheels);
+  // In snapshot mode the wheels are those of python.packages, imported before the snapshot.
+  const { wheels, errors: wheelErrors } = decodeWheels(init.wheels);
   delete init.wheels;
   const readyWheelErrors = (reported: unknown) => {
     const all = [...wheelErrors, ...(Array.isArray(reported) ? reported : [])]
@@ -257,12 +267,19 @@ async function main(): Promise<void> {
     return all.length > 0 ? all : undefined;
   };
 
+  const files = grantedFiles(init.files);
   const worker = new Worker(String(init.workerUrl), {
     type: "module",
     name: "python",
     deno: {
       permissions: {
-        read: snapshotPath ? [indexDir, workerPath, snapshotPath] : [indexDir, workerPath],
+        // With files, the process may read its own paths and the run's grants, less what the host
+        // denied under them, which only inheriting keeps (a list of its own cannot hold a deny).
+        read: files
+          ? "inherit"
+          : snapshotPath
+          ? [indexDir, workerPath, snapshotPath]
+          : [indexDir, workerPath],
         write: false,
         net: false,
         env: false,
@@ -361,6 +378,8 @@ async function main(): Promise<void> {
     allowedImports: init.allowedImports ?? [],
     wheels,
     prelude: init.prelude,
+    files: files && { url: files.url, read: files.read },
+    preload: snapshotMode && Array.isArray(init.preload) ? init.preload.map(String) : [],
   }, transfer);
   delete init.prelude;
   // The snapshot builder's stdin is closed after init; the Worker decides when it ends.

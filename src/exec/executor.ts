@@ -278,8 +278,7 @@ export class Executor {
         tokenizer: run.tokenizer,
         outputs,
         remainingMs: () => timeoutMs - (performance.now() - started) + hold.heldMs,
-        // A Python caller has no grants (its child reaches nothing): its TypeScript skills get
-        // none either.
+        // A Python caller's read grants stay in its own child: its TypeScript skills get none.
         lease: (skill, args, timeoutMs) =>
           this.#runtimes[skill.language].lease({
             code: skill.code,

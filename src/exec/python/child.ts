@@ -10,6 +10,7 @@ import { pathToFileURL } from "node:url";
 import { cancelled, CodeExecutorError, timedOut } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
 import { type LocalWheel, wheelModules } from "./wheels.ts";
+import { fileFlags, hasFileGrants, type PyFileFlags, type PyFileGrants } from "./files.ts";
 import type { ExecutionResult } from "../result.ts";
 import { pythonPrelude } from "../child/files.ts";
 import type { RunLimits } from "../child/execution.ts";
@@ -86,6 +87,10 @@ export interface PyChildOptions {
   wheels?: readonly LocalWheel[];
   /** Where to report problems. */
   log: Logger;
+  /** Path of `sandbox/py_files.ts` on disk, which mounts `files`. */
+  filesPath?: string;
+  /** Host paths the run may read, mounted read-only at the same paths (`files.ts`). */
+  files?: PyFileGrants;
 }
 
 /** Limits of one Python run. */
@@ -188,6 +193,7 @@ export class PyChild {
     opts: PyChildOptions,
     wheels: WheelFrame[],
     prelude: string,
+    files: PyFileFlags | undefined,
   ) {
     this.#process = process;
     this.#log = opts.log;
@@ -206,6 +212,7 @@ export class PyChild {
       wheels: wheels.map(({ name, data }) => ({ name, data })),
       // Run only by a Worker that cannot use the snapshot, which only the Worker finds out: 18 KB.
       prelude,
+      files: files?.init,
     }).catch(() => {});
   }
 
@@ -223,16 +230,19 @@ export class PyChild {
     const prelude = await pythonPrelude();
     const read = [opts.pyodideDir, opts.workerPath];
     if (opts.snapshotPath) read.push(opts.snapshotPath);
+    const files = hasFileGrants(opts.files) ? fileFlags(opts.files, opts.filesPath) : undefined;
+    if (files) read.push(...files.read);
     const process = await SandboxProcess.start({
       ...opts,
       args: () => [
         "--unstable-worker-options",
         `--allow-read=${read.join(",")}`,
+        ...(files?.args ?? []),
         `--v8-flags=--max-old-space-size=${opts.memoryMb},${PY_V8_FLAGS}`,
         opts.hostPath,
       ],
     });
-    return new PyChild(process, opts, wheels, prelude);
+    return new PyChild(process, opts, wheels, prelude, files);
   }
 
   /** The child's process id. */

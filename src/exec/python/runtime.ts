@@ -24,6 +24,7 @@ import { PyChild, type PyChildOptions } from "./child.ts";
 import { ensurePyodideSnapshot, findPyodideDir } from "./pyodide.ts";
 import { SessionStore } from "./sessions.ts";
 import { readWheels, wheelDirsSignature, WheelWatch } from "./wheels.ts";
+import { checkSessionGrants, grantsKey, hasFileGrants, pythonFileGrants } from "./files.ts";
 
 /** What Python children are started from, found once. */
 interface PythonStart {
@@ -61,10 +62,12 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
   const sandboxDir = join(locations.cacheDir, "sandbox");
   const hostPath = await sandboxFile("py_host.ts", sandboxDir);
   const workerPath = await sandboxFile("py_worker.ts", sandboxDir);
+  const filesPath = await sandboxFile("py_files.ts", sandboxDir);
   const pyodideDir = await findPyodideDir();
   // Taken before the read: a wheel rewritten meanwhile is then read again at the next check.
   const signature = await wheelDirsSignature(python.wheelDirs);
   const wheels = await readWheels(python.wheelDirs, { log });
+  const packages = await readWheels(python.packages, { log, setting: "python.packages" });
   let snapshotError: string | undefined;
   const snapshotPath = await ensurePyodideSnapshot({
     denoPath: locations.denoPath,
@@ -82,19 +85,22 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
       },
     },
     signal: closing,
+    packages,
   });
   if (closing.aborted) throw new Error("The server is shutting down");
   let base: Omit<PyChildOptions, "session"> = {
     denoPath: locations.denoPath,
     hostPath,
     workerPath,
+    filesPath,
     pyodideDir,
     snapshotPath,
     tempRoot: locations.tempRoot,
     denoDir: locations.denoDir,
     memoryMb: python.memoryMb,
     allowedImports: python.allowedImports,
-    wheels,
+    // Every child unpacks the packages too: the snapshot holds their modules, not their files.
+    wheels: [...packages, ...wheels],
     log,
   };
   const boot = async () => {
@@ -129,7 +135,7 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
     signature,
     log,
     changed: (wheels) => {
-      base = { ...base, wheels };
+      base = { ...base, wheels: [...packages, ...wheels] };
       pool.drain();
     },
   });
@@ -233,6 +239,8 @@ export class PythonRuntime implements LanguageRuntime {
   /** The warm pool, once Python has started. */
   #pool: WarmPool<PyChild> | undefined;
   #sessions: SessionStore<PyChild>;
+  /** The file grants each session's child was started with ({@linkcode grantsKey}). */
+  #sessionGrants = new WeakMap<PyChild, string>();
 
   private constructor(context: RuntimeContext) {
     this.#context = context;
@@ -296,22 +304,36 @@ export class PythonRuntime implements LanguageRuntime {
     // Wheels that `sync` regenerated reach this run's child without a restart.
     await python.refreshWheels();
     const graceMs = this.#context.settings.python.interruptGraceMs;
+    // A run granted files gets a child started with them, and the child is its alone.
+    const files = hasFileGrants(request.granted)
+      ? await pythonFileGrants(request.granted)
+      : undefined;
     if (session !== undefined) {
+      const grants = grantsKey(files);
       return {
         run: (limits) =>
           this.#sessions.use(
             { id: session, owner: principal },
-            () => PyChild.spawn({ ...python.base, session: true }),
-            (child) => child.run(code, { ...limits, graceMs }),
+            async () => {
+              const child = await PyChild.spawn({ ...python.base, session: true, files });
+              this.#sessionGrants.set(child, grants);
+              return child;
+            },
+            (child) => {
+              checkSessionGrants(session, this.#sessionGrants.get(child) ?? "", grants);
+              return child.run(code, { ...limits, graceMs });
+            },
           ),
         done: () => {},
       };
     }
     let child: PyChild;
     try {
-      child = await takePooledChild(python.pool, deadline) ?? await PyChild.spawn(python.base);
+      child = files
+        ? await PyChild.spawn({ ...python.base, files })
+        : await takePooledChild(python.pool, deadline) ?? await PyChild.spawn(python.base);
     } catch (error) {
-      python.pool.returned();
+      if (!files) python.pool.returned();
       throw error;
     }
     const reaper = this.#context.reaper;
@@ -319,6 +341,7 @@ export class PythonRuntime implements LanguageRuntime {
     return {
       run: (limits) => child.run(code, { ...limits, graceMs, args }),
       done: () => {
+        if (files) return reaper.retire(child, () => {});
         python.pool.returned();
         reaper.retire(child, () => python.pool.fill());
       },
