@@ -68,6 +68,9 @@ export interface ServerEnvOptions {
 export function serverEnv(tempDir: string, options: ServerEnvOptions = {}): Record<string, string> {
   const home = options.home ?? Deno.env.get("HOME") ?? tempDir;
   return {
+    // A server with sandbox.npmPackages fetches them at start, through the caller's CAs and proxy
+    // (on a fresh machine its cache is empty).
+    ...networkEnv(),
     ...homeEnv(home, { sharedCache: options.home === undefined || options.sharedCache }),
     TMPDIR: tempDir,
     // Tests that count sandbox children or their directories expect TypeScript ones only, and a
