@@ -153,6 +153,8 @@ export class Execution {
   #result: Reported | undefined;
   /** The return value's JSON when it is kept rather than shown. */
   #keptValue: { text: string; bytes: number } | undefined;
+  /** Set once the run is over: a reply that comes later is not sent into a child's next run. */
+  #over = false;
 
   /**
    * Prepares one run in a started child, with stdout and stderr drawing on one output budget;
@@ -185,6 +187,7 @@ export class Execution {
       await this.#readFrames();
       await this.#windDown(marked);
     } finally {
+      this.#over = true;
       release();
       this.#channel.captureStderr(undefined);
     }
@@ -329,7 +332,9 @@ export class Execution {
       new CodeExecutorError("ToolCallError", "No MCP servers are available to this execution")
         .toReply(),
     );
-    reply.then((body) => this.#channel.send({ t: "reply", id, ...body })).catch(() => {
+    reply.then((body) => {
+      if (!this.#over) return this.#channel.send({ t: "reply", id, ...body });
+    }).catch(() => {
       // The child is gone; its run is already being reported.
     }).finally(() => {
       pending.requests--;

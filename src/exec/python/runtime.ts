@@ -1,7 +1,7 @@
 /**
  * Python's runtime: Pyodide located, its memory snapshot built once, the admin's wheels read, the
- * warm pool of Python children that boot from them, and the named sessions. A run leases a warm
- * child, one booted for it, or its session's.
+ * pool of Python children that boot from them, and the named sessions. A run leases a child of
+ * its principal's with a fresh interpreter, a warm one, one booted for it, or its session's.
  *
  * @module
  */
@@ -10,7 +10,6 @@ import { cancelled, CodeExecutorError, timedOut } from "../../errors.ts";
 import { principalShare } from "../../principals.ts";
 import { sealChildDenoDir } from "../child/deno_dir.ts";
 import { sandboxFile } from "../child/files.ts";
-import { WarmPool } from "../child/warm_pool.ts";
 import {
   checkPreparedRun,
   type Deadline,
@@ -21,6 +20,7 @@ import {
   type RuntimeContext,
 } from "../runtime.ts";
 import { PyChild, type PyChildOptions } from "./child.ts";
+import { PyPool } from "./pool.ts";
 import { ensurePyodideSnapshot, findPyodideDir } from "./pyodide.ts";
 import { SessionStore } from "./sessions.ts";
 import { readWheels, wheelDirsSignature, WheelWatch } from "./wheels.ts";
@@ -32,8 +32,8 @@ interface PythonStart {
    * {@linkcode PythonStart.refreshWheels} finds that `python.wheelDirs` changed.
    */
   readonly base: Omit<PyChildOptions, "session">;
-  /** Single-use children booted ahead of need. */
-  pool: WarmPool<PyChild>;
+  /** Children ready for a run: booted ahead of need, or kept for the principal they served. */
+  pool: PyPool;
   /**
    * Picks up wheels that changed in `python.wheelDirs` since they were read (`code-executor
    * sync` regenerates its wrapper wheels there): when the files' names, sizes or times differ, it
@@ -61,6 +61,7 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
   const sandboxDir = join(locations.cacheDir, "sandbox");
   const hostPath = await sandboxFile("py_host.ts", sandboxDir);
   const workerPath = await sandboxFile("py_worker.ts", sandboxDir);
+  const inboxPath = await sandboxFile("py_inbox.ts", sandboxDir);
   const pyodideDir = await findPyodideDir();
   // Taken before the read: a wheel rewritten meanwhile is then read again at the next check.
   const signature = await wheelDirsSignature(python.wheelDirs);
@@ -70,6 +71,7 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
     denoPath: locations.denoPath,
     hostPath,
     workerPath,
+    inboxPath,
     pyodideDir,
     cacheDir: snapshotDir(context),
     denoDir: locations.denoDir,
@@ -88,11 +90,14 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
     denoPath: locations.denoPath,
     hostPath,
     workerPath,
+    inboxPath,
     pyodideDir,
     snapshotPath,
     tempRoot: locations.tempRoot,
     denoDir: locations.denoDir,
     memoryMb: python.memoryMb,
+    maxRuns: python.runsPerChild,
+    maxAgeMs: python.childMaxAgeMs,
     allowedImports: python.allowedImports,
     wheels,
     log,
@@ -110,9 +115,9 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
   // row). Refills boot side by side: under a burst, that keeps every CPU busy.
   let serial = python.warmPool;
   let booting: Promise<unknown> = Promise.resolve();
-  const pool = new WarmPool(
-    python.warmPool,
-    () => {
+  const pool = new PyPool({
+    size: python.warmPool,
+    spawn: () => {
       if (serial-- <= 0) return boot();
       const next = booting.then(() => {
         if (closing.aborted) throw new Error("The server is shutting down");
@@ -121,9 +126,10 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
       booting = next.catch(() => {});
       return next;
     },
+    demand: { burst: python.warmPoolBurst, idleMs: python.warmPoolIdleMs },
+    reaper: context.reaper,
     log,
-    { burst: python.warmPoolBurst, idleMs: python.warmPoolIdleMs },
-  );
+  });
   const watch = new WheelWatch({
     dirs: python.wheelDirs,
     signature,
@@ -192,23 +198,25 @@ function pythonWithin(
 }
 
 /**
- * Takes a warm child from the pool, waiting for one that is booting when the pool is empty (after
- * start-up, during refills): a head start rather than booting one more on the same CPUs.
+ * Takes a ready child for the principal: one kept for it, a warm one, or one that is booting
+ * (after start-up, during refills), rather than booting one more on the same CPUs.
  *
- * @param pool The Python warm pool.
+ * @param pool The Python pool.
+ * @param principal Who runs.
  * @param deadline The run's time and cancellation.
- * @returns A warm child, or undefined when none is coming (the caller spawns one).
+ * @returns A ready child, or undefined when none is coming (the caller spawns one).
  * @throws {CodeExecutorError} `Cancelled` on cancel, `TimeoutError` at the deadline.
  */
 async function takePooledChild(
-  pool: WarmPool<PyChild>,
+  pool: PyPool,
+  principal: string,
   deadline: Deadline,
 ): Promise<PyChild | undefined> {
   const expired = new AbortController();
   const timer = setTimeout(() => expired.abort(), deadline.timeoutMs);
   let pooled: PyChild | undefined;
   try {
-    pooled = await pool.takeOrWait(AbortSignal.any([deadline.signal, expired.signal]));
+    pooled = await pool.lease(principal, AbortSignal.any([deadline.signal, expired.signal]));
   } finally {
     clearTimeout(timer);
   }
@@ -304,19 +312,21 @@ export class PythonRuntime implements LanguageRuntime {
     }
     let child: PyChild;
     try {
-      child = await takePooledChild(python.pool, deadline) ?? await PyChild.spawn(python.base);
+      const pooled = await takePooledChild(python.pool, principal, deadline);
+      if (pooled) child = pooled;
+      else {
+        child = await PyChild.spawn(python.base);
+        python.pool.adopt(child, principal);
+      }
     } catch (error) {
       python.pool.returned();
       throw error;
     }
-    const reaper = this.#context.reaper;
-    reaper.track(child);
+    this.#context.reaper.track(child);
     return {
       run: (limits) => child.run(code, { ...limits, graceMs, args }),
-      done: () => {
-        python.pool.returned();
-        reaper.retire(child, () => python.pool.fill());
-      },
+      // The child boots its next interpreter for this principal, or is disposed of.
+      done: () => python.pool.release(child),
     };
   }
 
@@ -372,11 +382,11 @@ export class PythonRuntime implements LanguageRuntime {
   }
 
   /**
-   * The warm pool, once Pyodide is located.
+   * The pool of ready children, once Pyodide is located.
    *
    * @returns The pool.
    */
-  async pool(): Promise<WarmPool<PyChild>> {
+  async pool(): Promise<PyPool> {
     return (await this.#start()).pool;
   }
 
