@@ -6,9 +6,10 @@
 #     -p 127.0.0.1:3333:3333 code-executor
 #
 # Everything the server would fetch or build on first use (npm and remote modules, the sandbox
-# runners' compiled JavaScript, Pyodide and its memory snapshot) is prepared at build time, so
-# the server runs offline, from a read-only root filesystem, as a non-root user; only /tmp (the
-# sandboxes' workspaces) and the audit volume are written. See docs/container.md.
+# runners' compiled JavaScript, the sandbox's npm packages, Pyodide and its memory snapshot) is
+# prepared at build time, so the server runs offline, from a read-only root filesystem, as a
+# non-root user; only /tmp (the sandboxes' workspaces) and the audit volume are written. See
+# docs/container.md.
 FROM denoland/deno:2.9.6
 
 # Build-time and run-time paths must be the same: the snapshot's path is part of its cache key.
@@ -28,6 +29,12 @@ WORKDIR /app
 ARG UPSTREAM_PACKAGES=""
 RUN for spec in $UPSTREAM_PACKAGES; do deno cache --no-config "$spec" || exit 1; done
 
+# npm packages TypeScript code may import (sandbox.npmPackages), name@exact-version,
+# space-separated (e.g. "csv-parse@7.0.3 fast-png@8.0.0"): `prepare` fetches them into the
+# children's cache below, and the server, with the same variable, finds them there read-only.
+ARG NPM_PACKAGES=""
+ENV CODE_EXECUTOR_NPM_PACKAGES=${NPM_PACKAGES}
+
 # Dependencies first, so that a code change does not fetch them again.
 COPY deno.json deno.lock ./
 RUN deno install --frozen
@@ -35,8 +42,9 @@ RUN deno install --frozen
 COPY main.ts LICENSE README.md ./
 COPY src/ src/
 COPY sandbox/ sandbox/
-# `prepare` loads the modules of every command, compiles the sandbox runners, builds the Pyodide
-# snapshot and checks that a child boots from it; it fails the build when it cannot. The rest is
+# `prepare` loads the modules of every command, compiles the sandbox runners, fetches the npm
+# packages and loads them in a child, builds the Pyodide snapshot and checks that a child boots
+# from it; it fails the build when it cannot. The rest is
 # made readable (not writable) by the runtime user, whatever the umask of the checkout; only what
 # needs it is changed, since a chmod copies a file of an earlier layer (node_modules/, /deno-dir/)
 # into this one.

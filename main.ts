@@ -82,7 +82,7 @@ Setup options:
                   CODE_EXECUTOR_HTTP_TOKEN) instead of having it start Code Executor
 
 Settings come from ~/.config/code-executor/config.jsonc, ./.code-executor.jsonc and
-$CODE_EXECUTOR_CONFIG, then environment variables; see README.md.
+$CODE_EXECUTOR_CONFIG, then environment variables; see docs/settings.md.
 Logs go to stderr; with serve, stdout carries only MCP messages.
 `;
 

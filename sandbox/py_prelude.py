@@ -11,6 +11,7 @@ snapshot holds exactly this module.
 """
 import ast as _ast
 import asyncio as _asyncio
+import binascii as _binascii
 import builtins as _builtins
 import io as _io
 import json as _json
@@ -246,6 +247,66 @@ def progress(done, total=None, message=None):
     _bridge.request("progress", text)
 
 
+# What display() takes, with the first bytes of each raster format; the host checks them again.
+_IMAGE_SIGNATURES = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),
+    "image/svg+xml": None,
+}
+MAX_IMAGE_BYTES = 4 * 1024 * 1024
+MAX_IMAGES = 32
+_shown_images = 0
+
+
+def display(data, mime_type):
+    """Adds an image to the result, after its text, in the order displayed; returns None.
+
+    ``data``: the image's bytes (PNG, JPEG, GIF or WebP; SVG as bytes or text), or the base64 of
+    a raster image as text (as MCP tool results carry it). ``mime_type``: ``"image/png"``,
+    ``"image/jpeg"``, ``"image/gif"``, ``"image/webp"`` or ``"image/svg+xml"``. An image past the
+    result's output cap is kept and linked instead; one that cannot be kept stops the run.
+    """
+    global _shown_images
+    usage = "display(data, mime_type)"
+    if mime_type not in _IMAGE_SIGNATURES:
+        raise TypeError(f"{usage}: mime_type must be one of {', '.join(_IMAGE_SIGNATURES)}, "
+                        f"got {mime_type!r:.100}")
+    if isinstance(data, str) and mime_type == "image/svg+xml":
+        data = data.encode("utf-8")
+    elif isinstance(data, str):
+        try:
+            data = _binascii.a2b_base64(data, strict_mode=True)
+        except (_binascii.Error, ValueError):
+            raise TypeError(f"{usage}: a {mime_type} image given as text must be base64; pass "
+                            "its bytes instead") from None
+    elif isinstance(data, (bytearray, memoryview)):
+        data = bytes(data)
+    elif not isinstance(data, bytes):
+        raise TypeError(f"{usage}: data must be bytes (the image), or str (SVG text, or base64), "
+                        f"not {type(data).__name__}")
+    if not data:
+        raise TypeError(f"{usage}: the image is empty")
+    if len(data) > MAX_IMAGE_BYTES:
+        raise TypeError(f"{usage}: the image is {len(data)} bytes, more than {MAX_IMAGE_BYTES}; "
+                        "make it smaller")
+    signatures = _IMAGE_SIGNATURES[mime_type]
+    if signatures and not data.startswith(signatures):
+        raise TypeError(f"{usage}: the bytes are not {mime_type}: they do not start with the "
+                        "format's signature")
+    if mime_type == "image/webp" and data[8:12] != b"WEBP":
+        raise TypeError(f"{usage}: the bytes are not image/webp: they do not start with the "
+                        "format's signature")
+    if _shown_images >= MAX_IMAGES:
+        raise TypeError(f"{usage}: a run shows at most {MAX_IMAGES} images; combine them")
+    _shown_images += 1
+    text = _json.dumps({"args": {"mimeType": mime_type,
+                                 "data": _binascii.b2a_base64(data, newline=False).decode("ascii")}})
+    # Not awaited, like progress(): the host takes images in the order they come, with the output.
+    _bridge.request("display", text)
+
+
 class _ServerTools:
     __slots__ = ("_server",)
 
@@ -294,6 +355,9 @@ def _write_output(reply):
         text = reply.get(name)
         if isinstance(text, str) and text:
             stream.write(text)
+    # Images the skill showed are the caller's now, checked and counted again by the host.
+    for image in reply.get("images") or ():
+        _bridge.request("display", _json.dumps({"args": image}))
 
 
 _skill_runners = {}
@@ -384,6 +448,7 @@ API = {
     "llm": llm,
     "ask_user": ask_user,
     "progress": progress,
+    "display": display,
 }
 
 
@@ -619,8 +684,9 @@ def run_sync(source, args=None):
     the event loop. Going through the event loop costs a one-liner 10 ms or more. ``args`` (JSON
     text) is given to a skill run as a nested run: it becomes the global ``args``.
     """
-    global _awaiting, _interrupted
+    global _awaiting, _interrupted, _shown_images
     _interrupted = False
+    _shown_images = 0
     _awaiting = None
     try:
         try:
@@ -670,13 +736,14 @@ async def _settle_background(current):
 
 async def run(source):
     """Runs one execution on the event loop (top-level await); returns the result as JSON text."""
-    global _awaiting, _current, _interrupted
+    global _awaiting, _current, _interrupted, _shown_images
     runner, _awaiting = _awaiting, None
     current = _current = _asyncio.current_task()
     try:
         try:
             if runner is None:
                 _interrupted = False
+                _shown_images = 0
                 runner = _compile(source)
             value = await runner.run_async(_globals)
         finally:

@@ -313,6 +313,7 @@ const OPS = [
   "sample",
   "elicit",
   "progress",
+  "display",
   "output",
   "skill",
 ];

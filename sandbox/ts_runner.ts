@@ -2,8 +2,9 @@
  * The trusted runner inside a TypeScript sandbox child (`deno run` with deny-by-default flags).
  *
  * Protocol (JSON lines):
- * - host → runner on stdin: `{"t":"init","nonce"}`, then `{"t":"exec","base64","args"?}` (`args`:
- *   a skill's arguments, when the skill runs here as a nested run), then replies.
+ * - host → runner on stdin: `{"t":"init","nonce","preload"?,"packages"?}` (`packages`: the npm
+ *   packages `packages()` lists), then `{"t":"exec","base64","args"?}` (`args`: a skill's
+ *   arguments, when the skill runs here as a nested run), then replies.
  * - runner → host on stdout: `<nonce> {"t":"ready"}`, `<nonce> {"t":"out","s":"stdout"|"stderr","d"}`
  *   and finally `<nonce> {"t":"result",...}`.
  *
@@ -47,6 +48,8 @@ const byteLength = Object.getOwnPropertyDescriptor(
   Object.getPrototypeOf(Uint8Array.prototype),
   "byteLength",
 )!.get!;
+const toBase64 = (Uint8Array.prototype as unknown as { toBase64: () => string }).toBase64;
+const isView = ArrayBuffer.isView;
 
 let nonce = "";
 let pending = "";
@@ -325,7 +328,13 @@ function request(op: string, payload: Record<string, unknown>): Promise<unknown>
 /** How the host answers a skill call: the body to run here, or the other language's result. */
 type SkillReply =
   | { mode: "inline"; ref: string; lineOffset: number; base64: string; args: unknown }
-  | { mode: "result"; value: unknown; stdout?: string; stderr?: string };
+  | {
+    mode: "result";
+    value: unknown;
+    stdout?: string;
+    stderr?: string;
+    images?: Array<{ mimeType: string; data: string }>;
+  };
 
 /** Names of the `skills` object itself; a skill with one of these names is reached by `call`. */
 const SKILL_METHODS = ["save", "list", "call"];
@@ -359,6 +368,7 @@ function skillsAt(depth: number): Record<string, unknown> {
         send({ t: "out", s: stream, d: apply(sliceString, text, [i, i + OUT_CHUNK_CHARS]) });
       }
     }
+    for (const image of reply.images ?? []) await request("display", { args: image });
     return reply.value;
   };
   const methods: Record<string, unknown> = {
@@ -381,7 +391,32 @@ function skillsAt(depth: number): Record<string, unknown> {
 
 const topSkills = skillsAt(0);
 
-function installApi(): void {
+/** What `display()` takes; the host checks each image again (its type, bytes and size). */
+const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml"];
+/** The largest image, in bytes: its frame (base64 in JSON) stays under the host's 8 MiB. */
+const MAX_IMAGE_BYTES = 4 * 1024 * 1024;
+
+/** An image's bytes as base64, from what `display()` was given. */
+function imageBase64(data: unknown, mimeType: string): string {
+  if (typeof data === "string") {
+    // SVG is text; a raster image given as a string is its base64 (as MCP tool results carry it).
+    if (mimeType === "image/svg+xml") return apply(toBase64, encode(data), []);
+    return data;
+  }
+  if (data instanceof ArrayBuffer) return apply(toBase64, new Uint8Array(data), []);
+  if (isView(data)) {
+    const view = data as ArrayBufferView;
+    return apply(toBase64, new Uint8Array(view.buffer, view.byteOffset, view.byteLength), []);
+  }
+  throw new TypeError(
+    "display(data, mimeType): data must be the image's bytes (a Uint8Array) or a string (SVG text, or the base64 of a raster image)",
+  );
+}
+
+/** What `packages()` returns: the npm packages the server offers (`sandbox.npmPackages`). */
+type PackageInfo = { name: string; version: string; specifier: string; description?: string };
+
+function installApi(packages: PackageInfo[]): void {
   const callMCPTool = (name: string, args?: Record<string, unknown>) =>
     request("call", { name, args: args ?? {} });
   const discoverMCPTools = (options: { search?: string; server?: string } = {}) =>
@@ -425,6 +460,25 @@ function installApi(): void {
   const progress = async (done: number, total?: number, message?: string) => {
     await request("progress", { args: { done, total, message } });
   };
+  // An image of the result, after its text, in the order displayed: MCP `image` content, or a
+  // `resource_link` to it once the run's output passes limits.maxOutputBytes.
+  const display = async (data: Uint8Array | ArrayBuffer | string, mimeType: string) => {
+    if (typeof mimeType !== "string" || !IMAGE_TYPES.includes(mimeType)) {
+      throw new TypeError(
+        `display(data, mimeType): mimeType must be one of ${IMAGE_TYPES.join(", ")}, got ${
+          typeof mimeType === "string" ? stringify(mimeType.slice(0, 100)) : typeof mimeType
+        }`,
+      );
+    }
+    const base64 = imageBase64(data, mimeType);
+    if (base64.length > Math.ceil(MAX_IMAGE_BYTES / 3) * 4) {
+      throw new TypeError(
+        `display(data, mimeType): the image is larger than ${MAX_IMAGE_BYTES} bytes; make it smaller (fewer pixels, or JPEG)`,
+      );
+    }
+    await request("display", { args: { mimeType, data: base64 } });
+  };
+  const listPackages = () => packages.map((pkg) => ({ ...pkg }));
   const api: Record<string, unknown> = {
     skills: topSkills,
     callMCPTool,
@@ -438,6 +492,8 @@ function installApi(): void {
     llm,
     askUser,
     progress,
+    display,
+    packages: listPackages,
   };
   for (const [name, value] of Object.entries(api)) {
     Object.defineProperty(globalThis, name, { value, writable: true, configurable: true });
@@ -535,7 +591,8 @@ async function main(): Promise<void> {
   }
   // Everything up to `ready` does not depend on the code, so a pooled child does it while idle.
   installConsole();
-  installApi();
+  const packages = (init as { packages?: unknown }).packages;
+  installApi(Array.isArray(packages) ? packages as PackageInfo[] : []);
   guardWorker();
   removeWebStorage();
 

@@ -75,6 +75,13 @@ export const ERROR_TYPES = {
       "`permissions` asks for a host or path the admin does not allow, or the code used access it was not granted",
     change: "Pass what the message names: hosts in permissions.net, paths under ALLOWED_PROJECTS",
   },
+  ImportNotAllowedError: {
+    origin: "admission",
+    meaning:
+      "TypeScript code imports a module the server does not offer: an npm package not in sandbox.npmPackages, a jsr:, http(s): or file import",
+    change:
+      "Import one of the packages the message lists (by name or npm:name@version), node: built-ins, data: URLs, or a file by absolute file: URL under the run's permissions.read; admin: add the package to sandbox.npmPackages",
+  },
   ShuttingDown: {
     origin: "admission",
     meaning: "The server is stopping and takes no new runs",

@@ -166,3 +166,28 @@ export async function writeSettings(
   await Deno.writeTextFile(file, JSON.stringify(settings));
   return file;
 }
+
+/**
+ * What a download from npm needs from the caller's environment: its CAs and proxy, if any.
+ *
+ * @returns The variables that are set.
+ */
+export function networkEnv(): Record<string, string> {
+  const names = [
+    "DENO_CERT",
+    "NODE_EXTRA_CA_CERTS",
+    "DENO_TLS_CA_STORE",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NPM_CONFIG_REGISTRY",
+  ];
+  for (const proxy of ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"]) {
+    names.push(proxy, proxy.toLowerCase());
+  }
+  const env: Record<string, string> = {};
+  for (const name of names) {
+    const value = Deno.env.get(name);
+    if (value !== undefined) env[name] = value;
+  }
+  return env;
+}

@@ -65,17 +65,18 @@ export async function threadStates(pid: number): Promise<ThreadState[]> {
  * Whether a process is idle: looked at a few times, once none of its threads was running. A
  * thread that spins is runnable (`R`) at every look, even while the scheduler runs another; an
  * idle process's threads sleep (`S`) in a wait, or are stopped (`T`). This is a state the kernel
- * reports, not a measure of CPU time.
+ * reports, not a measure of CPU time. On a loaded machine an idle process's helper threads (GC,
+ * compilers) are runnable now and then too: 60 looks leave room for one quiet moment.
  *
  * @param pid The process.
- * @param options `looks` (20 by default) taken `everyMs` apart (50 by default).
+ * @param options `looks` (60 by default) taken `everyMs` apart (50 by default).
  * @returns Whether one look found no thread in `R`; false once the process has gone.
  */
 export async function seenIdle(
   pid: number,
   options: { looks?: number; everyMs?: number } = {},
 ): Promise<boolean> {
-  for (let look = 0; look < (options.looks ?? 20); look++) {
+  for (let look = 0; look < (options.looks ?? 60); look++) {
     if (look > 0) await new Promise((resolve) => setTimeout(resolve, options.everyMs ?? 50));
     const threads = await threadStates(pid);
     if (threads.length > 0 && threads.every((thread) => thread.state !== "R")) return true;

@@ -12,7 +12,7 @@
  * step in `.ci/run`. Needs podman and `denoland/deno:2.9.6`, which
  * `bash ../shared/container/stand-in-base.sh` provides on a machine without an image registry.
  * `CODE_EXECUTOR_TEST_IMAGE=<image>` runs an image built beforehand (with the same
- * `UPSTREAM_PACKAGES`) instead of building one; that image is not removed.
+ * `UPSTREAM_PACKAGES` and `NPM_PACKAGES`) instead of building one; that image is not removed.
  *
  * @module
  */
@@ -27,6 +27,8 @@ import type { ExecutionResult } from "../src/exec/result.ts";
 import type { Client } from "@modelcontextprotocol/client";
 
 const TOKEN = `ce-container-${crypto.randomUUID()}`;
+/** The npm package baked in for TypeScript code (`sandbox.npmPackages`). */
+const NPM_PACKAGES = "csv-parse@7.0.3";
 /** The runtime user of the image (the base image's `deno`). */
 const IMAGE_UID = "1993";
 
@@ -89,6 +91,8 @@ async function buildImage(image: string): Promise<void> {
     "--layers=false",
     "--build-arg",
     `UPSTREAM_PACKAGES=${MEMORY}`,
+    "--build-arg",
+    `NPM_PACKAGES=${NPM_PACKAGES}`,
     "-t",
     image,
     ROOT,
@@ -110,7 +114,7 @@ interface Container {
 }
 
 /**
- * Runs the image as the README does (`--init --read-only`, a tmpfs for /tmp, the token and a
+ * Runs the image as docs/container.md does (`--init --read-only`, a tmpfs for /tmp, the token and a
  * secret in env, `mcp.json` mounted), on an internal network: this host reaches the container's
  * address, the container reaches nothing (no npm, no registry), so nothing can be fetched at run
  * time. Returns once `/healthz` answers.
@@ -271,6 +275,11 @@ async function checkContainer(t: Deno.TestContext, { name, url }: Container): Pr
   try {
     await t.step("run_typescript", async () => {
       assertReturns(await callTool(client, "run_typescript", "return 6 * 7"), 42);
+    });
+
+    await t.step("run_typescript imports the npm package baked in at build time", async () => {
+      const code = 'import { parse } from "csv-parse/sync";\nreturn parse("a,b\\n1,2\\n");';
+      assertReturns(await callTool(client, "run_typescript", code), [["a", "b"], ["1", "2"]]);
     });
 
     await t.step(

@@ -281,7 +281,11 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
           });
           const text = (search.content as Array<{ text: string }>).map((b) => b.text).join("\n");
           assertMatch(text, /^mcp__healthy__Get-Thing\.v2$/m);
-          assertMatch(text, /^\/\/ Server "dead" is unavailable: the process exited/m);
+          // On one line, whole: the stderr tail and the command to run by hand.
+          assertMatch(
+            text,
+            /^\/\/ Server "dead" is unavailable: the process exited during start-up; .*FIXTURE_MODE=exit, refusing to start Run it by hand to see more: .*upstream_fixture\.ts\b/m,
+          );
           const { tools } = await server.client.listTools();
           const description = tools.find((tool) => tool.name === "run_typescript")?.description;
           assertMatch(description ?? "", /\bdead \(down\)/);

@@ -9,7 +9,15 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals } from "./_assert.ts";
-import { CONFORMANCE, EVERYTHING, FILESYSTEM, MEMORY, ROOT, withTempDir } from "./_helpers.ts";
+import {
+  CONFORMANCE,
+  EVERYTHING,
+  FILESYSTEM,
+  MEMORY,
+  networkEnv,
+  ROOT,
+  withTempDir,
+} from "./_helpers.ts";
 import { THIRD_PARTY_CONFIG } from "./_third_party.ts";
 
 interface ImportMap {
@@ -92,27 +100,6 @@ async function waitForLine(
     }
   })();
   return { seen: true, rest, text: () => text };
-}
-
-/** What a download from npm needs from the caller's environment: its CAs and proxy, if any. */
-function networkEnv(): Record<string, string> {
-  const names = [
-    "DENO_CERT",
-    "NODE_EXTRA_CA_CERTS",
-    "DENO_TLS_CA_STORE",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "NPM_CONFIG_REGISTRY",
-  ];
-  for (const proxy of ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"]) {
-    names.push(proxy, proxy.toLowerCase());
-  }
-  const env: Record<string, string> = {};
-  for (const name of names) {
-    const value = Deno.env.get(name);
-    if (value !== undefined) env[name] = value;
-  }
-  return env;
 }
 
 Deno.test("the project's import map and deno.lock hold no package that only tests use", async () => {

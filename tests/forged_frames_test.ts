@@ -128,6 +128,27 @@ while (true) {}`,
       assertEquals(result.error?.type, "TimeoutError", describe(result));
     });
 
+    await t.step(
+      "forged display frames are checked like display() and capped per run",
+      async () => {
+        const gif = "R0lGODlhAQABAAAAACw="; // GIF89a, 1x1
+        const result = await run(`
+forge({ t: "call", id: 3000, op: "display", args: { mimeType: "image/png", data: "${gif}" } });
+forge({ t: "call", id: 3001, op: "display", args: { mimeType: "text/html", data: "PGI+" } });
+forge({ t: "call", id: 3002, op: "display", args: { mimeType: "image/svg+xml", data: "PGI+" } });
+forge({ t: "call", id: 3003, op: "display", args: { mimeType: "image/gif", data: 7 } });
+for (let id = 4000; id < 4040; id++) {
+  forge({ t: "call", id, op: "display", args: { mimeType: "image/gif", data: "${gif}" } });
+}
+await new Promise((resolve) => setTimeout(resolve, 500));
+return 1;`);
+        assertEquals(result.isError, false, describe(result));
+        // None of the four malformed images; of the forty GIFs, the 32 a run may show.
+        assertEquals(result.images?.length, 32, describe(result));
+        assert(result.images?.every((image) => image.mimeType === "image/gif"));
+      },
+    );
+
     await t.step("a forged stderr mark loses at most the run's own stderr", async () => {
       const result = await run(`forgeMark();
 console.error("after the mark");

@@ -1,7 +1,7 @@
 /**
  * Messages the model and the admin act on, through the real server (`deno task start` driven by
- * the SDK client): a refused access names the argument that grants it, `import sys` works as the
- * README says, and a normal exit logs no Python failure.
+ * the SDK client): a refused access names the argument that grants it, `import sys` works as
+ * docs/python.md says, and a normal exit logs no Python failure.
  *
  * @module
  */

@@ -12,7 +12,7 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch, assertReturns, type RunResult } from "./_assert.ts";
-import { denoDir, ROOT } from "./_env.ts";
+import { denoDir, networkEnv, ROOT } from "./_env.ts";
 import { describeRun, runCommand } from "./_command.ts";
 import { withTempDir } from "./_fs.ts";
 import { startHttpServer } from "./_http_server.ts";
@@ -21,8 +21,15 @@ import type { ExecutionResult } from "../src/exec/result.ts";
 
 const IS_ROOT = Deno.uid() === 0;
 
-/** Runs `main.ts prepare` with its own HOME, TMPDIR and XDG cache, and the caller's Deno cache. */
-function runPrepare(dir: string, cache: string, wrapper: string[] = []) {
+/** An npm package the prepared cache holds for TypeScript children, as an image would bake it. */
+const NPM_PACKAGES = "csv-parse@7.0.3";
+
+/**
+ * Runs `main.ts prepare` with its own HOME, TMPDIR and XDG cache, and the caller's Deno cache;
+ * with `npm`, `sandbox.npmPackages` too, fetched into the fresh cache (the caller's CAs and
+ * proxy passed on for it).
+ */
+function runPrepare(dir: string, cache: string, wrapper: string[] = [], npm = false) {
   const [command, ...args] = [...wrapper, Deno.execPath()];
   return runCommand(command, [...args, "run", "-A", "main.ts", "prepare"], {
     cwd: ROOT,
@@ -34,6 +41,7 @@ function runPrepare(dir: string, cache: string, wrapper: string[] = []) {
       DENO_DIR: denoDir(),
       XDG_CACHE_HOME: cache,
       NO_COLOR: "1",
+      ...(npm ? { ...networkEnv(), CODE_EXECUTOR_NPM_PACKAGES: NPM_PACKAGES } : {}),
     },
     timeoutMs: 300_000,
   });
@@ -76,14 +84,15 @@ async function snapshots(cache: string): Promise<Deno.FileInfo[]> {
   return out;
 }
 
-Deno.test("prepare fills a cache readable by every user, and a server with it read-only answers the first run_python from the snapshot", async () => {
+Deno.test("prepare fills a cache readable by every user, and a server with it read-only answers the first run_python from the snapshot and imports its npm packages", async () => {
   await withTempDir("ce-prepare-", async (dir) => {
     const cache = join(dir, "cache");
-    const run = await runPrepare(dir, cache);
+    const run = await runPrepare(dir, cache, [], true);
     assertEquals(run.code, 0, describeRun(run));
     assertMatch(run.stdout, /^TypeScript: the runner is compiled into /m);
+    assertMatch(run.stdout, /npm packages csv-parse@7\.0\.3 load offline/);
     assertMatch(run.stdout, /^Python: .*a child booted from it and ran code$/m);
-    for (const name of ["sandbox", "deno", "pyodide"]) {
+    for (const name of ["sandbox", "deno", "deno-ts", "pyodide"]) {
       const dirPath = join(cache, "code-executor", name);
       if (name === "sandbox" && !(await Deno.stat(dirPath).catch(() => undefined))) continue;
       assertEquals(await notReadableByAll(dirPath), [], `not readable by every user in ${name}/`);
@@ -100,7 +109,7 @@ Deno.test("prepare fills a cache readable by every user, and a server with it re
     try {
       const server = await startHttpServer({
         home: join(dir, "home"),
-        env: { XDG_CACHE_HOME: cache },
+        env: { XDG_CACHE_HOME: cache, CODE_EXECUTOR_NPM_PACKAGES: NPM_PACKAGES },
         wrapper: locked.wrapper,
       });
       let stopped = false;
@@ -120,6 +129,17 @@ Deno.test("prepare fills a cache readable by every user, and a server with it re
           };
           assertReturns(result, 120);
           console.log(`first run_python with a read-only prepared cache: ${firstMs} ms`);
+          // The package comes from the read-only cache: nothing is fetched or written.
+          const ts = await client.callTool({
+            name: "run_typescript",
+            arguments: {
+              code: 'import { parse } from "csv-parse/sync";\nreturn parse("a,b\\n1,2\\n");',
+            },
+          }, { timeout: 90_000 });
+          assertReturns({
+            ...(ts.structuredContent as unknown as ExecutionResult),
+            isError: ts.isError === true,
+          }, [["a", "b"], ["1", "2"]]);
         } finally {
           await client.close();
         }

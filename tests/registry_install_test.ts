@@ -208,7 +208,7 @@ Deno.test("the package published to a JSR registry runs from `deno run jsr:` and
       assertMatch(published.stderr + published.stdout, /Successfully published/);
       const files = [...registry.packages.get(PACKAGE)?.get(VERSION)?.files.keys() ?? []].sort();
       const stray = files.filter((file) =>
-        !/^\/(main\.ts|deno\.json|deno\.lock|README\.md|LICENSE|SECURITY\.md|src\/.+\.ts|sandbox\/.+)$/
+        !/^\/(main\.ts|deno\.json|deno\.lock|README\.md|LICENSE|SECURITY\.md|src\/.+\.ts|sandbox\/.+|lua\/.+\.lua)$/
           .test(file)
       );
       assertEquals(stray, [], "files outside what runs");

@@ -150,22 +150,36 @@ async function attackSequence(
     'import { readFileSync } from "node:fs";\nreturn readFileSync("/etc/passwd", "utf8");',
     { type: "PermissionError", message: /Requires read access to "\/etc\/passwd"/ },
   );
+  // File imports named in the code are refused before the run; the child's read permission
+  // refuses the ones the code computes.
   await refuses(
     "refuses to read /etc/passwd via a static text import",
     'import text from "file:///etc/passwd" with { type: "text" };\nreturn text;',
+    { type: "ImportNotAllowedError", message: /"file:\/\/\/etc\/passwd" is a file/ },
+  );
+  await refuses(
+    "refuses to read /etc/passwd via a static text import of the bare path",
+    'import text from "/etc/passwd" with { type: "text" };\nreturn text;',
+    { type: "ImportNotAllowedError", message: /"\/etc\/passwd" is a file/ },
+  );
+  await refuses(
+    "refuses to read /etc/passwd via a literal dynamic import",
+    'const m = await import("file:///etc/passwd", { with: { type: "text" } });\nreturn m.default;',
+    { type: "ImportNotAllowedError", message: /"file:\/\/\/etc\/passwd" is a file/ },
+  );
+  // A data: module is allowed, and its own static imports are the child's to check.
+  await refuses(
+    "refuses to read /etc/passwd via a static import inside an imported data: module",
+    "import text from \"data:text/javascript,import t from 'file:///etc/passwd' with { type: 'text' }; export default t;\";\nreturn text;",
     { message: /Requires read access to "\/etc\/passwd"/ },
   );
   // The user module is a data: URL, against which an absolute path does not resolve; if the
   // code were ever loaded from a file: URL instead, the read check must refuse it.
   await refuses(
-    "refuses to read /etc/passwd via a static text import of the bare path",
-    'import text from "/etc/passwd" with { type: "text" };\nreturn text;',
-    { message: /Requires read access to "\/etc\/passwd"|invalid URL/ },
-  );
-  await refuses(
-    "refuses to read /etc/passwd via a literal dynamic import",
-    'const m = await import("file:///etc/passwd", { with: { type: "text" } });\nreturn m.default;',
-    { message: /Requires read access to "\/etc\/passwd"/ },
+    "refuses to read /etc/passwd via a computed import of the bare path",
+    'const path = ["", "etc", "passwd"].join("/");\n' +
+      'return (await import(path, { with: { type: "text" } })).default;',
+    { message: /Requires read access to "\/etc\/passwd"|invalid URL|Relative import path/ },
   );
   await refuses(
     "refuses to read /etc/passwd via a computed dynamic import",
@@ -251,8 +265,16 @@ async function attackSequence(
   });
 
   await refuses(
-    "refuses an npm: import without contacting a registry",
+    "refuses an npm: import before the run",
     'import isOdd from "npm:is-odd";\nreturn isOdd(3);',
+    {
+      type: "ImportNotAllowedError",
+      message: /"npm:is-odd" is not one of the npm packages offered.*sandbox\.npmPackages is empty/,
+    },
+  );
+  await refuses(
+    "refuses a computed npm: import without contacting a registry",
+    'const name = ["is", "odd"].join("-");\nreturn (await import(`npm:${name}`)).default(3);',
     { message: /npm specifiers were requested.*--no-npm/ },
     {
       after: async () => {
@@ -265,13 +287,28 @@ async function attackSequence(
     },
   );
   await refuses(
-    "refuses an https: import",
+    "refuses an https: import before the run",
     'import x from "https://example.com/x.ts";\nreturn x;',
+    {
+      type: "ImportNotAllowedError",
+      message: /"https:\/\/example\.com\/x\.ts" is a remote module/,
+    },
+  );
+  await refuses(
+    "refuses a jsr: import before the run",
+    'import { join } from "jsr:@std/path@1";\nreturn join("a", "b");',
+    { type: "ImportNotAllowedError", message: /"jsr:@std\/path@1" is a JSR module/ },
+  );
+  await refuses(
+    "refuses a computed https: import",
+    'const url = ["https:", "", "example.com", "x.ts"].join("/");\nreturn (await import(url)).default;',
     { message: /remote specifier was requested.*--no-remote/ },
   );
   await refuses(
-    "refuses an http: import from a loopback server",
-    `import x from "${target.url}/x.ts";\nreturn x;`,
+    "refuses a computed http: import from a loopback server",
+    `const url = [${
+      JSON.stringify(target.url)
+    }, "x.ts"].join("/");\nreturn (await import(url)).default;`,
     { message: /remote specifier was requested.*--no-remote/ },
     { after: () => assertEquals(target.requests, []) },
   );

@@ -72,6 +72,20 @@ Deno.test("an HTTP entry that is a running Code Executor is skipped by its serve
       assertEquals(result.isError, false, describeResult(result));
       assertMatch(String(result.returnValue), skipped, describeResult(result));
       assertMatch(server.stderr(), skipped, server.stderr());
+
+      // doctor shows the row as skipped and, with nothing else wrong, exits 0.
+      const doctor = await runCommand(
+        Deno.execPath(),
+        ["run", "-A", "main.ts", "doctor", "--config", config],
+        {
+          cwd: ROOT,
+          clearEnv: true,
+          env: serverEnv(root, { home, sharedCache: true }),
+          timeoutMs: 120_000,
+        },
+      );
+      assertMatch(doctor.stdout, /^ {2}team-executor .* skipped +- +-$/m, describeRun(doctor));
+      assertEquals(doctor.code, 0, describeRun(doctor));
     } finally {
       await remote.close();
     }

@@ -133,7 +133,8 @@ Deno.test("skills: a skill fails as its caller's own code would outside the call
             const own = await server.runTs(fetchCode);
             assertEquals(own.ok, false, describeResult(own));
             const type = own.error!.type;
-            assertEquals(type, "NotCapable", describeResult(own));
+            assertEquals(type, "PermissionError", describeResult(own));
+            assertMatch(own.error!.traceback ?? "", /^PermissionError: Requires net access/);
             const same = await server.runTs(
               `return await skills.fetch_ts({ url: ${JSON.stringify(url)} });`,
             );

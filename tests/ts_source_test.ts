@@ -77,3 +77,37 @@ Deno.test("scanTopLevel() handles division, regex and templates before an import
   ].join("\n");
   assertEquals(hoisted(code), ['import q from "./q.ts";']);
 });
+
+Deno.test("scanTopLevel() finds the modules named in declarations and literal import() calls", () => {
+  const code = [
+    'import a from "csv-parse";',
+    "import { b } from 'npm:date-fns@4.4.0';",
+    'import "./side.ts";',
+    'import c from "data:text/javascript,export default 1" with { type: "javascript" };',
+    'const text = "import x from \\"hidden\\"";',
+    "// import y from 'commented';",
+    "async function f() {",
+    '  await import("jsr:@std/path");',
+    "  await import(`https://example.com/x.ts`);",
+    "  await import(`npm:${name}`);",
+    "  await import(computed);",
+    '  await import("file://" + path, { with: { type: "text" } });',
+    '  await import("node:fs", { with: {} });',
+    "  return obj.import('not-an-import');",
+    "}",
+    'const m = await import ( "lodash" );',
+  ].join("\n");
+  const modules = scanTopLevel(code).modules.map((
+    m,
+  ) => [m.specifier, code.slice(0, m.at).split("\n").length]);
+  assertEquals(modules, [
+    ["csv-parse", 1],
+    ["npm:date-fns@4.4.0", 2],
+    ["./side.ts", 3],
+    ["data:text/javascript,export default 1", 4],
+    ["jsr:@std/path", 8],
+    ["https://example.com/x.ts", 9],
+    ["node:fs", 13],
+    ["lodash", 16],
+  ]);
+});

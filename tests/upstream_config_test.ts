@@ -414,11 +414,20 @@ Deno.test("discoverUpstreams() skips its own entry by name and by command", asyn
           },
           "other-main": { command: "deno", args: ["run", "-A", join(dirs.root, "main.ts")] },
           "code-executor-ish-name": { command: "python", args: ["server.py"] },
+          // A server whose data directory holds the name is not Code Executor.
+          "notes": {
+            command: "npx",
+            args: ["-y", "server-filesystem", "/home/u/code-executor-notes"],
+          },
         },
       }),
     );
     const config = await discover(dirs);
-    assertEquals(config.servers.map((s) => s.name), ["code-executor-ish-name", "other-main"]);
+    assertEquals(config.servers.map((s) => s.name), [
+      "code-executor-ish-name",
+      "notes",
+      "other-main",
+    ]);
     assertEquals(config.broken, []);
     assertEquals(
       config.skipped?.map((s) => [s.name, s.reason]),
@@ -433,6 +442,6 @@ Deno.test("discoverUpstreams() skips its own entry by name and by command", asyn
         ["via-var", "self"],
       ],
     );
-    assertEquals(config.sources.find((s) => s.kind === "project")?.servers, 2);
+    assertEquals(config.sources.find((s) => s.kind === "project")?.servers, 3);
   });
 });

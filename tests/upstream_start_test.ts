@@ -44,6 +44,11 @@ function assertLastWords(text: string, where: string): void {
   assertMatch(text, /dies-at-start: connecting with api_key=\[REDACTED\]/, where);
   assert(!text.includes(SECRET), `the secret in ${where}:\n${text}`);
   assertMatch(text, /noise line 39$/m, where);
+  assertMatch(text, /dies-at-start: screen kept plain$/m, where);
+  assert(
+    !["\x1b", "\x07", "\u202e"].some((c) => text.includes(c)),
+    `a terminal escape in ${where}:\n${JSON.stringify(text)}`,
+  );
   assert(!/noise line 0$/m.test(text), `the whole stderr, not its tail, in ${where}:\n${text}`);
 }
 

@@ -108,7 +108,11 @@ export async function doctor(options: DoctorOptions): Promise<number> {
     await Promise.all(upstream.servers.map((server) =>
       hub.pool.listToolsRaw(server.name).then(
         (raw) => upstreamTokens += countTokens(JSON.stringify(raw)),
-        () => failures++,
+        () => {
+          // An entry that is Code Executor itself is skipped, as by its command: not a failure.
+          const status = hub.pool.statuses().find((s) => s.name === server.name);
+          if (!status?.error?.startsWith("skipped:")) failures++;
+        },
       )
     ));
     await hub.catalog.ensure();

@@ -1,8 +1,9 @@
 /**
  * `prepare`: fetches and builds, ahead of time, everything the server would otherwise fetch or
  * build on first use, through the server's own code paths: the modules loaded on demand, the
- * sandbox runners compiled into the children's Deno cache, the Pyodide package and its memory
- * snapshot. A container image runs it at build time, so that a server with a read-only cache
+ * sandbox runners compiled into the children's Deno cache, the npm packages of
+ * `sandbox.npmPackages` (fetched, then loaded offline in a child), the Pyodide package and its
+ * memory snapshot. A container image runs it at build time, so that a server with a read-only cache
  * (and another user) answers its first `run_python` from the snapshot.
  *
  * @module
@@ -22,8 +23,11 @@ export interface PrepareOptions {
   log?: Logger;
 }
 
-/** The subdirectories of the cache that `prepare` fills; nothing private is in them. */
-const PREPARED_DIRS = ["sandbox", "deno", "pyodide"];
+/**
+ * The subdirectories of the cache that `prepare` fills; nothing private is in them (`deno-ts`:
+ * the TypeScript runner compiled, and the npm packages of `sandbox.npmPackages`).
+ */
+const PREPARED_DIRS = ["sandbox", "deno", "deno-ts", "pyodide"];
 
 /** A step that could not be done, with what to do about it. */
 class PrepareError extends Error {

@@ -10,6 +10,7 @@ import { loadSettings, type Settings } from "../config/settings.ts";
 import { configWarnings, discoverUpstreams } from "../config/upstream.ts";
 import { Executor } from "../exec/executor.ts";
 import { createLogger, flushLogs, type Logger } from "../log.ts";
+import { Metrics } from "../metrics.ts";
 import { startHttpEndpoint } from "../server/http.ts";
 import { type CodeExecutorServer, createServer } from "../server/server.ts";
 import { LineStdioServerTransport } from "../server/stdio_transport.ts";
@@ -40,6 +41,8 @@ interface Services {
   skills: SkillStore;
   /** Called when the upstream tool lists change. */
   onChange: { handler: () => void };
+  /** What `/metrics` serves (`serve --http` unless `http.metrics` is `off`). */
+  metrics?: Metrics;
 }
 
 /** Routes library output to the logger: stdout is the protocol, and stderr must not block. */
@@ -69,16 +72,20 @@ async function openServices(options: ServeOptions, log: Logger): Promise<Service
   const skippedFiles = upstream.sources.filter((source) => source.error).length;
   if (upstream.servers.length === 0 && upstream.broken.length === 0 && skippedFiles === 0) {
     log.warn(
-      "No MCP servers are configured: run_typescript works, but there is nothing to call. Run `code-executor setup` (from a checkout: `deno task setup`) to find the servers your MCP clients use and put Code Executor in front of them, or pass --config mcp.json (see README)",
+      "No MCP servers are configured: run_typescript works, but there is nothing to call. Run `code-executor setup` (from a checkout: `deno task setup`) to find the servers your MCP clients use and put Code Executor in front of them, or pass --config mcp.json (see docs/setup.md)",
     );
   } else {
     log.info(`upstream servers: ${upstream.servers.map((s) => s.name).join(", ")}`);
   }
   const onChange = { handler: () => {} };
+  const metrics = options.http && settings.http.metrics !== "off"
+    ? await Metrics.create()
+    : undefined;
   const hub = await openHub(upstream, settings, {
     log,
     cacheDir: cacheDir(),
     onChange: () => onChange.handler(),
+    metrics,
   });
   const audit = settings.audit.enabled
     ? new AuditLog({
@@ -93,8 +100,8 @@ async function openServices(options: ServeOptions, log: Logger): Promise<Service
     log,
     personalData: personalDataFinder(settings.privacy),
   });
-  const executor = await Executor.create(settings, { log, hub, audit, skills });
-  return { settings, log, hub, executor, audit, skills, onChange };
+  const executor = await Executor.create(settings, { log, hub, audit, skills, metrics });
+  return { settings, log, hub, executor, audit, skills, onChange, metrics };
 }
 
 /** Stops the executor, the upstream servers and the logs, then exits. */
@@ -159,6 +166,7 @@ async function serveOnHttp(services: Services): Promise<void> {
     env: Deno.env.toObject(),
     log,
     ready,
+    metrics: services.metrics,
   });
   services.onChange.handler = () => endpoint.toolsChanged();
   let stopping: Promise<never> | undefined;
@@ -182,6 +190,9 @@ async function serveOnHttp(services: Services): Promise<void> {
     Deno.addSignalListener(signal, () => void stop(signal));
   }
   const replica = settings.http.replicaId ? `, replica ${settings.http.replicaId}` : "";
+  if (endpoint.metricsUrl) {
+    log.info(`metrics on ${endpoint.metricsUrl.href} (no auth, loopback only)`);
+  }
   log.info(`ready on ${endpoint.url.href} (auth: ${endpoint.auth}${replica})`);
 }
 

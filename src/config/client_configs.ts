@@ -325,7 +325,7 @@ export function selfHttpEntry(client: ClientId, url: string): Record<string, unk
       return { serverUrl: url, headers: prefixed };
     case "claude-desktop":
       throw new TypeError(
-        `Cannot write an HTTP entry for Claude Desktop: it does not connect to HTTP servers listed in claude_desktop_config.json and expands no \${VAR} there, so the entry would have to hold the token itself. Run setup without --http (Claude Desktop then starts Code Executor on stdio), or bridge with mcp-remote by hand (README: "Serving over HTTP")`,
+        `Cannot write an HTTP entry for Claude Desktop: it does not connect to HTTP servers listed in claude_desktop_config.json and expands no \${VAR} there, so the entry would have to hold the token itself. Run setup without --http (Claude Desktop then starts Code Executor on stdio), or bridge with mcp-remote by hand (docs/http.md, "Claude Desktop")`,
       );
   }
 }

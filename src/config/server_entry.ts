@@ -290,8 +290,21 @@ function stringRecord(
   return out;
 }
 
+/**
+ * Whether a command or an argument names Code Executor: this package's specifier, a bare package
+ * name that starts with `code-executor` (what npx runs), a program called `code-executor`, or a
+ * `main.ts` under a directory of that name. A path that merely holds the name (a server's data
+ * directory, `/home/you/code-executor-notes`) is not one.
+ */
 function mentionsSelf(value: unknown): boolean {
-  return typeof value === "string" && value.toLowerCase().includes(SELF_NAME);
+  if (typeof value !== "string") return false;
+  const text = value.toLowerCase();
+  if (text.includes(SELF_PACKAGE)) return true;
+  if (!/[\\/]/.test(text)) return text.startsWith(SELF_NAME);
+  const parts = text.split(/[\\/]+/);
+  const last = parts.at(-1)!.replace(/\.(exe|cmd|bat|ps1)$/, "");
+  if (last === SELF_NAME) return true;
+  return /^main\.[jt]s$/.test(last) && parts.slice(0, -1).some((part) => part.includes(SELF_NAME));
 }
 
 /** Says which of the command and its arguments names Code Executor, if one does. */

@@ -82,6 +82,21 @@ const SandboxSchema = z.object({
   tempDir: z.string().min(1).optional().meta({
     description: "Where the private workspaces are created; the system temp directory when unset.",
   }),
+  npmPackages: z.array(
+    z.string().regex(
+      // An npm name (lowercase, optionally @scope/) and an exact version: a range would resolve
+      // to a different release on each fetch, and children resolve offline.
+      /^(?:@[a-z0-9][a-z0-9._~-]*\/)?[a-z0-9][a-z0-9._~-]*@\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?$/,
+      "must be an npm package at an exact version, name@x.y.z (e.g. csv-parse@7.0.3)",
+    ),
+  ).max(64).default([]).refine(
+    (specs) =>
+      new Set(specs.map((spec) => spec.slice(0, spec.lastIndexOf("@")))).size === specs.length,
+    "names each package once: a run imports one version of a package",
+  ).meta({
+    description:
+      "npm packages that TypeScript code may import, at exact versions (`csv-parse@7.0.3`): fetched once into the children's cache (at start, or by `code-executor prepare`), read offline by every child, imported as `npm:csv-parse@7.0.3` or by name (`csv-parse`, `csv-parse/sync`). Their code runs with the run's permissions, no more (docs/libraries.md). Any other npm, jsr, http(s) or file import is refused.",
+  }),
 }).strict();
 
 const PermissionsSchema = z.object({
@@ -295,6 +310,14 @@ const HttpSchema = z.object({
   }),
   sessionIdleMs: positiveInt.default(30 * 60_000).meta({
     description: "Idle time after which a 2025-era session is closed.",
+  }),
+  metrics: z.enum(["auth", "loopback", "off"]).default("auth").meta({
+    description:
+      "`GET /metrics` (Prometheus text format). `auth`: on the MCP port, with the same authentication as the MCP endpoint. `loopback`: only on `127.0.0.1:<http.metricsPort>`, without authentication, and not on the MCP port. `off`: nowhere.",
+  }),
+  metricsPort: z.number().int().min(0).max(65535).default(9464).meta({
+    description:
+      "With `http.metrics` `loopback`: the port on 127.0.0.1 that serves `/metrics`; 0 picks a free one (the log says which).",
   }),
 }).strict();
 

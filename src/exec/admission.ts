@@ -66,6 +66,11 @@ class FairSlots {
     return this.#running.get(principal) ?? 0;
   }
 
+  /** Runs waiting for a slot. */
+  get waiting(): number {
+    return this.#waiting.length;
+  }
+
   async acquire(principal: string, signal?: AbortSignal): Promise<Release> {
     if (this.#free > 0 && this.#runs(principal) < this.#share(principal)) {
       return this.#start(principal);
@@ -215,6 +220,11 @@ export class Admission {
       );
     }
     return await this.#slots.acquire(principal, signal);
+  }
+
+  /** Runs waiting for a slot (`limits.maxConcurrent`), every principal's. */
+  get queued(): number {
+    return this.#slots.waiting;
   }
 
   /** The LLM caps of one run: the admin's, lowered (never raised) by the caller. */

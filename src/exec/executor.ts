@@ -8,6 +8,7 @@
 import type { Settings } from "../config/settings.ts";
 import { CodeExecutorError } from "../errors.ts";
 import type { Logger } from "../log.ts";
+import type { Metrics } from "../metrics.ts";
 import { explainDenied } from "../policy/denied_access.ts";
 import { ApprovalPolicy, PendingApprovals } from "../policy/approvals.ts";
 import { type GrantedPermissions, narrowPermissions } from "../policy/permissions.ts";
@@ -72,6 +73,7 @@ export class Executor {
   #outputs: OutputStore;
   #runtimes!: Record<SkillLanguage, LanguageRuntime>;
   #reaper: ChildReaper;
+  #metrics: Metrics | undefined;
   #closing = new AbortController();
   #running = 0;
   #settled: Array<() => void> = [];
@@ -103,6 +105,7 @@ export class Executor {
       settings.limits.maxParkedMs,
     );
     this.#reaper = new ChildReaper(options.log);
+    this.#metrics = options.metrics;
   }
 
   /**
@@ -160,6 +163,8 @@ export class Executor {
    */
   readOutputForClient(idOrUri: string, principal: string): KeptOutput & { text: string } {
     const output = this.#outputs.read(idOrUri, principal);
+    // An image's base64 is not text: a placeholder in it would break the image.
+    if (output.part === "image") return output;
     return { ...output, text: this.#privacy.forClient(output.text, principal) };
   }
 
@@ -218,6 +223,7 @@ export class Executor {
     code: string,
     options: PythonRunOptions & RunOptions,
   ): Promise<ExecutionResult> {
+    const called = performance.now();
     const principal = options.principal ?? LOCAL_PRINCIPAL;
     const tokenizer = this.#privacy.tokenizer(principal);
     const run: RunStart = {
@@ -252,6 +258,7 @@ export class Executor {
       const { session, allowedTools } = options;
       recordRun(audit, { ...run, session, allowedTools, settings: this.#settings, result });
     }
+    this.#metrics?.runEnded(language, result.error?.type, (performance.now() - called) / 1000);
     return result;
   }
 
@@ -316,7 +323,11 @@ export class Executor {
             principal,
             args,
           }),
-        inline: (skill) => this.#runtimes[skill.language].inlineSkill(skill.code),
+        inline: (skill) =>
+          this.#runtimes[skill.language].inlineSkill(
+            skill.code,
+            language === "typescript" ? granted : NO_GRANTS,
+          ),
       };
       const served = serveRequests(this.#services, context);
       const result = await leased.run({
@@ -342,6 +353,11 @@ export class Executor {
   /** Runs in progress, queued ones included. */
   get running(): number {
     return this.#running;
+  }
+
+  /** Runs waiting for a slot (`limits.maxConcurrent`). */
+  get queued(): number {
+    return this.#admission.queued;
   }
 
   /**

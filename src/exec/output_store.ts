@@ -18,8 +18,8 @@ import { utf8Head } from "./child/frames.ts";
 /** The scheme and path of a kept output's URI; the id follows. */
 export const OUTPUT_URI_PREFIX = "code-executor://output/";
 
-/** Which part of a result was kept. */
-export type OutputPart = "stdout" | "stderr" | "returnValue";
+/** Which part of a result was kept (an image: its base64). */
+export type OutputPart = "stdout" | "stderr" | "returnValue" | "image";
 
 /** A kept output as a result names it. */
 export interface KeptOutput {
@@ -33,6 +33,8 @@ export interface KeptOutput {
   bytes: number;
   /** When it is dropped (ISO 8601), unless the total cap drops it sooner. */
   expiresAt: string;
+  /** An image's type (`image/png`); only for the part `image`. */
+  mimeType?: string;
 }
 
 /** The bounds of an {@linkcode OutputStore} (the `outputs` settings). */
@@ -122,9 +124,16 @@ export class OutputStore {
    * @param part Which part of the result it is.
    * @param text The whole text.
    * @param bytes Its UTF-8 size, as reserved.
+   * @param mimeType An image's type, for the part `image`.
    * @returns How the result names it.
    */
-  keep(principal: string, part: OutputPart, text: string, bytes: number): KeptOutput {
+  keep(
+    principal: string,
+    part: OutputPart,
+    text: string,
+    bytes: number,
+    mimeType?: string,
+  ): KeptOutput {
     this.release(bytes);
     const id = crypto.randomUUID();
     const expires = Date.now() + this.#options.ttlMs;
@@ -134,6 +143,7 @@ export class OutputStore {
       part,
       bytes,
       expiresAt: new Date(expires).toISOString(),
+      ...(mimeType ? { mimeType } : {}),
       principal,
       text,
       expires,
@@ -271,11 +281,12 @@ export class RunOutputs {
    * @param part Which part.
    * @param text Its whole text.
    * @param bytes Its UTF-8 size.
+   * @param mimeType An image's type, for the part `image`.
    * @returns How the result names it.
    */
-  keep(part: OutputPart, text: string, bytes: number): KeptOutput {
+  keep(part: OutputPart, text: string, bytes: number, mimeType?: string): KeptOutput {
     this.#reserved -= bytes;
-    return this.#store.keep(this.#principal, part, text, bytes);
+    return this.#store.keep(this.#principal, part, text, bytes, mimeType);
   }
 
   /**

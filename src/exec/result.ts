@@ -39,6 +39,21 @@ export interface SamplingSummary {
   outputTokens: number;
 }
 
+/**
+ * An image the code displayed (`display(data, mimeType)`): MCP `image` content of the result, in
+ * the order displayed, or a kept output once it did not fit in `limits.maxOutputBytes`.
+ */
+export interface ResultImage {
+  /** `image/png`, `image/jpeg`, `image/gif`, `image/webp` or `image/svg+xml`. */
+  mimeType: string;
+  /** Its size in bytes. */
+  bytes: number;
+  /** The image as base64, when it is shown; never in `structuredContent`. */
+  data?: string;
+  /** The id of the kept output that holds it, when it did not fit (see `outputs`). */
+  output?: string;
+}
+
 /** The outcome of running code in a sandbox. */
 export interface ExecutionResult {
   /** Whether the code ran to completion without an error. */
@@ -66,6 +81,8 @@ export interface ExecutionResult {
   outputs?: KeptOutput[];
   /** Set when the code asked an LLM. */
   sampling?: SamplingSummary;
+  /** Images the code displayed, in order (`display()`). */
+  images?: ResultImage[];
 }
 
 /**
@@ -85,11 +102,13 @@ export async function tokenizeResult(
   tokenizer: RunTokenizer,
   stdout?: StdoutTokenizer,
 ): Promise<ExecutionResult> {
-  const { stdout: shown, outputs, ...rest } = result;
+  // An image's base64 is not text: a placeholder in it would break the image.
+  const { stdout: shown, outputs, images, ...rest } = result;
   return {
     ...tokenizer.value(rest),
     stdout: stdout ? await stdout.finish(shown) : tokenizer.text(shown),
     ...(outputs ? { outputs } : {}),
+    ...(images ? { images } : {}),
   };
 }
 
@@ -117,7 +136,21 @@ export function renderResult(result: ExecutionResult): string {
       withoutMessageLine(result.error.traceback, result.error.message);
     if (traceback) parts.push(traceback);
   }
+  (result.images ?? []).forEach((image, index) => {
+    if (image.output === undefined) {
+      parts.push(`[image ${index + 1}: ${image.mimeType}, ${image.bytes} bytes, after this text]`);
+    }
+  });
   for (const output of result.outputs ?? []) {
+    if (output.part === "image") {
+      const index = result.images?.findIndex((image) => image.output === output.id) ?? -1;
+      parts.push(
+        `[image ${
+          index + 1
+        } (${output.mimeType}) kept whole: ${output.uri}, read with resources/read; it passed limits.maxOutputBytes]`,
+      );
+      continue;
+    }
     const what = output.part === "returnValue" ? "the return value (JSON)" : output.part;
     const preview = output.part === "returnValue" ? "" : result[output.part];
     const shown = preview

@@ -7,6 +7,7 @@
  * @module
  */
 import type { Logger } from "../log.ts";
+import type { Metrics } from "../metrics.ts";
 import type { AuditLog } from "../policy/audit.ts";
 import type { RequestedPermissions } from "../policy/permissions.ts";
 import type { RunTokenizer } from "../privacy/tokenizer.ts";
@@ -115,6 +116,8 @@ export interface ExecutorOptions {
    * without them.
    */
   warmPools?: boolean;
+  /** Where runs are counted (`/metrics`); nowhere when omitted. */
+  metrics?: Metrics;
 }
 
 /** One admitted run, as its requests are served: built once, when its child is leased. */

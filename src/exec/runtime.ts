@@ -75,9 +75,10 @@ export interface LanguageRuntime {
    * this language (frame `reply`, `mode: "inline"`).
    *
    * @param code The skill's body.
+   * @param granted The caller's grants, which the body runs with.
    * @returns The fields the child's runner expects.
    */
-  inlineSkill(code: string): Record<string, unknown>;
+  inlineSkill(code: string, granted: GrantedPermissions): Record<string, unknown>;
   /**
    * Builds and checks what the language's start-up needs in the cache, by running code once the
    * way the server does (`code-executor prepare`).
@@ -92,6 +93,13 @@ export interface LanguageRuntime {
    * @returns The pool, once the language's start-up has found what its children need.
    */
   pool(): Promise<ChildPool>;
+  /**
+   * The warm pool's size now, for `/metrics`; never starts anything (Python's pool exists once
+   * Python has started: zeros before).
+   *
+   * @returns Children ready for a run, and how many the pool keeps now.
+   */
+  warmChildren(): { ready: number; target: number };
   /** Kills every idle, pooled and session child; leased children are the reaper's. */
   close(): Promise<void>;
 }

@@ -85,7 +85,11 @@ export async function explainDenied(
   }
   const out: ExecutionErrorInfo = { type: "PermissionError", message };
   if (error.traceback !== undefined) {
-    out.traceback = error.traceback.replace(error.message, message);
+    // The first line names the class as the type does: PermissionError, not Deno's NotCapable.
+    out.traceback = error.traceback.replace(error.message, message).replace(
+      /^NotCapable: /,
+      "PermissionError: ",
+    );
   }
   return out;
 }

@@ -142,7 +142,7 @@ export function clientChannel(server: McpServer, ctx: ServerContext): ClientChan
   // A 2026-07-28 client that declares the capability is asked through input_required rounds
   // (input_rounds.ts), which replace these two; one that does not cannot be asked.
   const era = (what: string) =>
-    `the client speaks MCP 2026-07-28 and did not declare the ${what} capability in its request (see README, Sampling)`;
+    `the client speaks MCP 2026-07-28 and did not declare the ${what} capability in its request (see docs/sampling.md)`;
 
   if (modern) channel.noSampling = era("sampling");
   else if (!capabilities?.sampling) {

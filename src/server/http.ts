@@ -34,11 +34,13 @@ import {
 } from "@modelcontextprotocol/server";
 import type { Settings } from "../config/settings.ts";
 import type { Logger } from "../log.ts";
+import type { Metrics } from "../metrics.ts";
 import { isHttpPrincipal, principalShare } from "../principals.ts";
 import { refusalReason } from "./auth_refusals.ts";
 import { type Authenticator, authMode, createAuthenticator } from "./http_auth.ts";
 import { LegacySessions, rpcError } from "./http_sessions.ts";
 import { listen, type ReadBody, readBody, untilSent, within } from "./http_io.ts";
+import { listenForMetrics, METRICS_PATH, metricsResponse, watchServer } from "./metrics.ts";
 import { type CodeExecutorServer, createServer, type ServerDeps } from "./server.ts";
 
 /** What the endpoint needs from the rest of the server. */
@@ -51,6 +53,8 @@ export interface HttpEndpointOptions extends ServerDeps {
   log: Logger;
   /** Whether the upstream catalog is loaded, for `/readyz`. */
   ready: () => boolean;
+  /** The server's instruments, served at `/metrics` as `http.metrics` says; none without. */
+  metrics?: Metrics;
 }
 
 /** A listening endpoint. */
@@ -59,6 +63,8 @@ export interface HttpEndpoint {
   url: URL;
   /** The authentication in force. */
   auth: Authenticator["mode"];
+  /** Where `/metrics` is served without authentication (`http.metrics: "loopback"`). */
+  metricsUrl?: URL;
   /** Tells every open session and stream that the tool list changed. */
   toolsChanged(): void;
   /** Stops accepting requests (new ones get 503), for a drain. */
@@ -169,7 +175,7 @@ function countAndLog(
   const { http, sessions, log } = options;
   // Paths this server answers are logged as they are; any other is the caller's text, which can
   // hold a secret (a client configured with a token-in-path URL) or be 100 KiB long.
-  const known = new Set([http.path, "/healthz", "/readyz"]);
+  const known = new Set([http.path, "/healthz", "/readyz", METRICS_PATH]);
   const loggedPath = (path: string, status: number) =>
     known.has(path) || (path.startsWith("/.well-known/") && status < 400) ? path : "(other path)";
   return async (incoming, next) => {
@@ -255,13 +261,17 @@ function guardHost(allowed: { hosts?: string[]; origins: string[] }): Step {
  * The OAuth discovery documents, the endpoint's path (404 elsewhere), and the principal's
  * authentication (401/403).
  */
-function authenticate(state: EndpointState, endpointPath: string): Step {
+function authenticate(
+  state: EndpointState,
+  paths: { endpoint: string; metrics: boolean },
+): Step {
+  const endpointPath = paths.endpoint;
   return async (incoming, next) => {
     const auth = state.auth;
     if (!auth) return rpcError(503, -32000, "The server is starting; retry shortly");
     const metadata = auth.metadata(incoming.request);
     if (metadata) return metadata;
-    if (incoming.path !== endpointPath) {
+    if (incoming.path !== endpointPath && !(paths.metrics && incoming.path === METRICS_PATH)) {
       return rpcError(404, -32000, `Not found: the MCP endpoint is ${endpointPath}`);
     }
     const principal = await auth.authenticate(incoming.request);
@@ -269,6 +279,12 @@ function authenticate(state: EndpointState, endpointPath: string): Step {
     incoming.principal = principal;
     return await next();
   };
+}
+
+/** `/metrics` for an authenticated caller (`http.metrics: "auth"`). */
+function serveMetrics(metrics: Metrics): Step {
+  return (incoming, next) =>
+    incoming.path === METRICS_PATH ? metricsResponse(incoming.request, metrics) : next();
 }
 
 /**
@@ -354,6 +370,13 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
       `Refusing to serve HTTP on ${http.host} without authentication: anyone who reaches the port could run code. Set CODE_EXECUTOR_HTTP_TOKEN (or http.tokensFile, or http.oauth), or bind to 127.0.0.1`,
     );
   }
+  const metrics = http.metrics === "off" ? undefined : options.metrics;
+  const authMetrics = http.metrics === "auth" ? metrics : undefined;
+  if (authMetrics && http.path === METRICS_PATH) {
+    throw new TypeError(
+      `http.path ${METRICS_PATH} is where http.metrics "auth" serves the metrics; pick another http.path, or set http.metrics to "loopback" or "off"`,
+    );
+  }
   const maxBodyBytes = http.maxBodyBytes ?? defaultBodyBytes(settings);
   const build = (): CodeExecutorServer => createServer(options);
   const modern: McpHttpHandler = createMcpHandler(
@@ -385,7 +408,8 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
     countAndLog(state, { http, sessions, log }),
     probes(state, options.ready),
     guardHost(allowed),
-    authenticate(state, http.path),
+    authenticate(state, { endpoint: http.path, metrics: authMetrics !== undefined }),
+    ...(authMetrics ? [serveMetrics(authMetrics)] : []),
     capPrincipal(state, http),
     limitBody({ maxBytes: maxBodyBytes, timeoutMs: http.bodyTimeoutMs }),
   ];
@@ -404,8 +428,15 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
   const url = new URL(`http://${hostName(http.host)}:${addr.port}${http.path}`);
   const resource = new URL(http.publicUrl ?? url.href);
   let auth: Authenticator;
+  let loopback: ReturnType<typeof listenForMetrics> | undefined;
   try {
     auth = state.auth = await createAuthenticator(settings, { env: options.env, resource });
+    if (metrics) {
+      watchServer(metrics, { ...options, httpInFlight: () => state.inFlight });
+      if (http.metrics === "loopback") {
+        loopback = listenForMetrics(metrics, { port: http.metricsPort, log });
+      }
+    }
   } catch (error) {
     await sessions.close();
     await modern.close().catch(() => {});
@@ -415,6 +446,7 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
   return {
     url,
     auth: auth.mode,
+    metricsUrl: loopback?.url,
     get inFlight() {
       return state.inFlight;
     },
@@ -430,6 +462,7 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
       await sessions.close();
       await modern.close().catch(() => {});
       await within(server.shutdown(), 5_000);
+      await loopback?.close();
     },
   };
 }

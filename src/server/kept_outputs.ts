@@ -1,8 +1,9 @@
 /**
  * Kept outputs as MCP resources: a result names each output it kept with a `resource_link`, and
  * `resources/read` of `code-executor://output/<id>` returns the whole text to the principal whose
- * run produced it (`local` on stdio, the token's over HTTP), and refuses anyone else.
- * `resources/list` lists the caller's own kept outputs only.
+ * run produced it (`local` on stdio, the token's over HTTP), and refuses anyone else; a kept
+ * image comes back as a `blob` of its type. `resources/list` lists the caller's own kept outputs
+ * only.
  *
  * @module
  */
@@ -23,10 +24,14 @@ function principalOf(ctx: ServerContext): string {
 }
 
 function mimeType(output: KeptOutput): string {
+  if (output.part === "image") return output.mimeType ?? "application/octet-stream";
   return output.part === "returnValue" ? "application/json" : "text/plain";
 }
 
 function describe(output: KeptOutput): string {
+  if (output.part === "image") {
+    return `An image (${output.mimeType}) a run displayed that passed limits.maxOutputBytes, ${output.bytes} bytes of base64, kept until ${output.expiresAt}`;
+  }
   return `The whole ${
     output.part === "returnValue" ? "return value (JSON)" : output.part
   } of a run, ${output.bytes} bytes, kept until ${output.expiresAt}; code reads it with readOutput("${output.id}") (Python: read_output)`;
@@ -44,7 +49,7 @@ export function outputLinks(outputs: KeptOutput[] | undefined): Array<{
   name: string;
   description: string;
   mimeType: string;
-  size: number;
+  size?: number;
 }> {
   return (outputs ?? []).map((output) => ({
     type: "resource_link" as const,
@@ -52,7 +57,8 @@ export function outputLinks(outputs: KeptOutput[] | undefined): Array<{
     name: `${output.part}-${output.id}`,
     description: describe(output),
     mimeType: mimeType(output),
-    size: output.bytes,
+    // `size` is the raw content's: an image's is in the result's `images` (it is kept as base64).
+    ...(output.part === "image" ? {} : { size: output.bytes }),
   }));
 }
 
@@ -77,7 +83,7 @@ export function registerOutputResources(
         name: `${output.part}-${output.id}`,
         description: describe(output),
         mimeType: mimeType(output),
-        size: output.bytes,
+        ...(output.part === "image" ? {} : { size: output.bytes }),
       })),
     }),
   });
@@ -89,7 +95,11 @@ export function registerOutputResources(
     try {
       const output = read(uri.href, principalOf(ctx));
       return {
-        contents: [{ uri: output.uri, mimeType: mimeType(output), text: output.text }],
+        contents: [
+          output.part === "image"
+            ? { uri: output.uri, mimeType: mimeType(output), blob: output.text }
+            : { uri: output.uri, mimeType: mimeType(output), text: output.text },
+        ],
       };
     } catch (error) {
       if (!(error instanceof CodeExecutorError)) throw error;

@@ -164,7 +164,17 @@ const RUN_TYPESCRIPT_DESCRIPTION = [
   "a failing tool throws ToolError. Find tools: await searchTools('query') (signatures),",
   "discoverMCPTools({search, server}), getToolSchema(name), or search_tools.",
   "No env, subprocesses, network or files outside the private cwd unless `permissions` grants them.",
+  "display(bytes | svgText, mimeType) adds an image (PNG, JPEG, GIF, WebP, SVG) to the result.",
 ].join("\n");
+
+/** The npm packages code may import (`sandbox.npmPackages`), for the tool's description. */
+function describePackages(specs: readonly string[]): string {
+  return specs.length
+    ? `\nnpm packages (import by name, e.g. from "${
+      specs[0].slice(0, specs[0].lastIndexOf("@"))
+    }"): ${specs.join(", ")}; packages() describes them. No other npm, jsr, URL or file imports.`
+    : "";
+}
 
 const LLM_DESCRIPTION =
   "\nawait llm.ask(prompt, {systemPrompt?, maxTokens?}) → text; llm.think({messages, ...}) → {text, usage}; askUser(msg, schema?); progress(done, total?).";
@@ -174,6 +184,7 @@ const RUN_PYTHON_DESCRIPTION = [
   "is returnValue; print() is captured. Same API in snake_case: await call_mcp_tool(name, args),",
   "await tools.<server>.<tool>(**args), search_tools, discover_mcp_tools, get_tool_schema;",
   "ToolError. Imports: common pure-data modules only (json, re, math, datetime, collections, ...).",
+  "display(data, mime_type) adds an image (PNG, JPEG, GIF, WebP bytes; SVG text) to the result.",
 ].join("\n");
 
 function describeServers(hub: Hub | undefined): string {
@@ -254,16 +265,40 @@ const RUN_ANNOTATIONS = {
   openWorldHint: true,
 } as const;
 
+/**
+ * A run's result as MCP content: the text, then each image displayed, in order (an `image`, or a
+ * `resource_link` to one kept past the cap), then the links to the other kept parts. The images'
+ * base64 is in the content only: `structuredContent` describes them, as some clients give the
+ * model its JSON.
+ */
 function toToolResult(result: ExecutionResult) {
+  type Link = ReturnType<typeof outputLinks>[number];
+  const links = outputLinks(result.outputs);
+  const kept = new Map<string, Link>();
+  (result.outputs ?? []).forEach((output, i) => kept.set(output.id, links[i]));
+  const content: Array<
+    { type: "text"; text: string } | { type: "image"; data: string; mimeType: string } | Link
+  > = [{ type: "text", text: renderResult(result) }];
+  for (const image of result.images ?? []) {
+    const link = image.output === undefined ? undefined : kept.get(image.output);
+    if (image.data !== undefined) {
+      content.push({ type: "image", data: image.data, mimeType: image.mimeType });
+    } else if (link) content.push(link);
+    if (image.output !== undefined) kept.delete(image.output);
+  }
+  content.push(...kept.values());
+  const structured = result.images
+    ? { ...result, images: result.images.map(({ data: _data, ...image }) => image) }
+    : result;
   return {
-    content: [
-      { type: "text" as const, text: renderResult(result) },
-      ...outputLinks(result.outputs),
-    ],
-    structuredContent: result as unknown as Record<string, unknown>,
+    content,
+    structuredContent: structured as unknown as Record<string, unknown>,
     isError: !result.ok,
   };
 }
+
+/** Characters of a down server's error in `search_tools`: its cause, stderr tail and hint fit. */
+const MAX_ERROR_LINE = 1_200;
 
 /**
  * The text `search_tools` returns: upstream tools and the caller's saved skills, ranked together.
@@ -301,7 +336,9 @@ export async function searchToolsText(
   const unavailable = [
     ...(noServers
       ? []
-      : hub.catalog.summary().filter((s) => s.error).map((s) => `// ${oneLineDoc(s.error!)}`)),
+      : hub.catalog.summary().filter((s) => s.error).map((s) =>
+        `// ${oneLineDoc(s.error!, MAX_ERROR_LINE)}`
+      )),
     ...skippedFiles,
   ];
   if (found.length === 0) {
@@ -419,7 +456,8 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
   if (deps.skills) attachAgentSkills(server, deps.skills);
   const adminPolicy = new ToolPolicy(deps.executor.settings.tools);
   const sampling = deps.executor.settings.sampling.enabled;
-  const llm = sampling ? LLM_DESCRIPTION : "";
+  const extras = describePackages(deps.executor.settings.sandbox.npmPackages) +
+    (sampling ? LLM_DESCRIPTION : "");
   const output = executionOutput(sampling);
   const offerApproval = offerApproveTool(server, deps.executor, deps.perRequest === true);
 
@@ -427,7 +465,7 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
   const runTypescript = registerRunTool(server, run, {
     name: "run_typescript",
     title: "Run TypeScript",
-    description: RUN_TYPESCRIPT_DESCRIPTION + llm + describeServers(deps.hub),
+    description: RUN_TYPESCRIPT_DESCRIPTION + extras + describeServers(deps.hub),
     inputSchema: sampling ? RunTypescriptInput : RunTypescriptPlainInput,
     options: (args) => ({ permissions: args.permissions }),
     run: (code, options) => deps.executor.runTypescript(code, options),
@@ -475,7 +513,7 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
       const next = describeServers(deps.hub);
       if (next === described) return;
       described = next;
-      runTypescript.update({ description: RUN_TYPESCRIPT_DESCRIPTION + llm + next });
+      runTypescript.update({ description: RUN_TYPESCRIPT_DESCRIPTION + extras + next });
     },
   };
 }

@@ -51,6 +51,8 @@ export interface RedisStoreOptions {
   timeoutMs: number;
   /** TLS options for `rediss://` beyond the system's CAs (a private CA in tests). */
   tls?: ConnectionOptions;
+  /** Told how long each operation took, failed or not (`/metrics`). */
+  onRoundTrip?: (ms: number) => void;
 }
 
 /** The scripts, as ioredis's `defineCommand` adds them. */
@@ -93,13 +95,15 @@ export class RedisStateStore implements StateStore {
   readonly #client: Redis;
   readonly #scripts: Scripts;
   readonly #timeoutMs: number;
+  readonly #onRoundTrip: ((ms: number) => void) | undefined;
   #lastError: Error | undefined;
 
-  private constructor(client: Redis, where: string, timeoutMs: number) {
+  private constructor(client: Redis, where: string, options: RedisStoreOptions) {
     this.#client = client;
     this.#scripts = client as unknown as Scripts;
     this.where = where;
-    this.#timeoutMs = timeoutMs;
+    this.#timeoutMs = options.timeoutMs;
+    this.#onRoundTrip = options.onRoundTrip;
     client.on("error", (error: Error) => this.#lastError = error);
     client.defineCommand("ceWindowTake", { numberOfKeys: 1, lua: windowTakeLua });
     client.defineCommand("ceLeaseTake", { numberOfKeys: 1, lua: leaseTakeLua });
@@ -128,7 +132,7 @@ export class RedisStateStore implements StateStore {
       connectionName: "code-executor",
       ...(options.tls ? { tls: options.tls } : {}),
     });
-    const store = new RedisStateStore(client, where, options.timeoutMs);
+    const store = new RedisStateStore(client, where, options);
     // A stopped server completes TCP and then answers nothing: connect() alone would wait.
     const startMs = Math.max(3 * options.timeoutMs, 2000);
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -164,6 +168,7 @@ export class RedisStateStore implements StateStore {
 
   async #run<T>(operation: () => Promise<T>): Promise<T> {
     this.stats.operations++;
+    const started = performance.now();
     try {
       return await operation();
     } catch (error) {
@@ -176,6 +181,8 @@ export class RedisStateStore implements StateStore {
         ? `is not serving (${message})`
         : `is unreachable (${this.#lastError?.message ?? message}; reconnecting)`;
       throw stateUnavailable(this.where, why, error);
+    } finally {
+      this.#onRoundTrip?.(performance.now() - started);
     }
   }
 

@@ -53,6 +53,8 @@ export interface SharedState {
 export interface OpenSharedStateOptions {
   /** TLS options for `rediss://` beyond the system's CAs (a private CA). */
   tls?: ConnectionOptions;
+  /** Told how long each round trip to a Redis store took (`/metrics`). */
+  onRoundTrip?: (ms: number) => void;
 }
 
 /**
@@ -76,9 +78,12 @@ export async function openSharedState(
       "Cannot start: state.url is set without state.key; give every replica the same secret of at least 32 characters (state.key or CODE_EXECUTOR_STATE_KEY)",
     );
   }
-  const store = url === undefined
-    ? new MemoryStateStore()
-    : await RedisStateStore.connect({ url, timeoutMs, tls: options.tls });
+  const store = url === undefined ? new MemoryStateStore() : await RedisStateStore.connect({
+    url,
+    timeoutMs,
+    tls: options.tls,
+    onRoundTrip: options.onRoundTrip,
+  });
   const keys = await StateKeys.derive(url === undefined ? undefined : key);
   const { limits, privacy, outputs } = settings;
   return {

@@ -7,6 +7,7 @@
 import type { Settings } from "../config/settings.ts";
 import type { UpstreamConfig } from "../config/upstream.ts";
 import type { Logger } from "../log.ts";
+import type { Metrics } from "../metrics.ts";
 import { RateLimiter } from "../policy/tool_policy.ts";
 import { catalogCacheFile, ToolCatalog } from "./catalog.ts";
 import { UpstreamPool } from "./pool.ts";
@@ -33,6 +34,8 @@ export interface OpenHubOptions {
   cacheDir?: string;
   /** Called when a server's tool list changed. */
   onChange?: () => void;
+  /** Where tool calls are timed (`/metrics`). */
+  metrics?: Metrics;
 }
 
 /**
@@ -56,6 +59,7 @@ export async function openHub(
     // The text and structuredContent of a result may both carry it: room for both, and JSON.
     maxMessageBytes: 2 * settings.tools.maxResultBytes + 1024 * 1024,
     onToolsChanged: (server) => void late.catalog?.refresh(server),
+    metrics: options.metrics,
   });
   const catalog = late.catalog = new ToolCatalog(pool, {
     log: options.log,

@@ -19,6 +19,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { dieWithParent } from "../parent_death.ts";
 import type { UpstreamServerConfig } from "../config/server_entry.ts";
 import type { Logger } from "../log.ts";
+import type { Metrics, UpstreamOutcome } from "../metrics.ts";
 import { SERVER_NAME, SERVER_VERSION } from "../version.ts";
 import { describeConnectError } from "./connect_errors.ts";
 import { curatedEnv } from "./curated_env.ts";
@@ -98,6 +99,8 @@ export interface UpstreamPoolOptions {
    * {@linkcode UpstreamMessageTooLarge}. Default 11 MiB.
    */
   maxMessageBytes?: number;
+  /** Where tool calls are timed (`/metrics`). */
+  metrics?: Metrics;
 }
 
 type ResolvedPoolOptions = UpstreamPoolOptions & {
@@ -180,16 +183,15 @@ class UpstreamConnection {
     if (this.#self) return Promise.reject(new Error(this.#self));
     const wait = this.#retryAt - Date.now();
     if (wait > 0) {
-      // The server's own words, when there are any, stay last (they are lines of their own).
-      const [reason, ...words] = (this.status.error ?? "").split("\n");
+      const reason = this.status.error ?? "";
+      const retry = `next reconnect attempt in ${Math.ceil(wait / 100) / 10} s`;
+      // A reason of several lines ends in the server's own words and the command to run it by
+      // hand: the retry time goes on a line after them, where it cannot read as one of them.
       return Promise.reject(
         new Error(
-          [
-            `Server "${this.config.name}" is unavailable: ${reason}; next reconnect attempt in ${
-              Math.ceil(wait / 100) / 10
-            } s`,
-            ...words,
-          ].join("\n"),
+          `Server "${this.config.name}" is unavailable: ${reason}${
+            reason.includes("\n") ? `\n(${retry})` : `; ${retry}`
+          }`,
         ),
       );
     }
@@ -414,13 +416,24 @@ export class UpstreamPool {
    * @returns The upstream result.
    * @throws {Error} When the server is unreachable, the call times out or the connection breaks.
    */
-  callTool(
+  async callTool(
     server: string,
     tool: string,
     args: Record<string, unknown>,
     options: { timeoutMs?: number; signal?: AbortSignal } = {},
   ): Promise<UpstreamCallResult> {
-    return this.#call({ server, tool, args, options }, false);
+    const started = performance.now();
+    let outcome: UpstreamOutcome = "failed";
+    try {
+      const result = await this.#call({ server, tool, args, options }, false);
+      outcome = result.isError ? "tool_error" : "ok";
+      return result;
+    } finally {
+      // A name that is not configured is refused before any call: not a server to have series.
+      if (this.#connections.has(server)) {
+        this.#options.metrics?.upstreamCall(server, outcome, (performance.now() - started) / 1000);
+      }
+    }
   }
 
   /** One try of {@linkcode UpstreamPool.callTool}; `retried` once a new connection was made. */

@@ -6,6 +6,22 @@
  */
 import { redactText } from "../redact.ts";
 
+/** Terminal escape sequences: CSI (`ESC [ … final`), OSC (`ESC ] … BEL` or `ESC \\`), and the rest. */
+// deno-lint-ignore no-control-regex
+const ESCAPES = /\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-_])?/g;
+
+/** Control characters but tab, and the marks that reorder or hide text (bidi overrides, zero-width). */
+// deno-lint-ignore no-control-regex
+const HIDDEN = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g;
+
+/**
+ * A line as plain text: a server's stderr reaches a terminal (`doctor`, the log) and the model, so
+ * its escape sequences (clear the screen, set the title) and hidden marks are dropped.
+ */
+function inert(line: string): string {
+  return line.replace(ESCAPES, "").replace(HIDDEN, "");
+}
+
 /** Options of {@linkcode StderrTail}. */
 export interface StderrTailOptions {
   /** How many complete lines are kept; older ones are dropped. Default 20. */
@@ -51,7 +67,7 @@ export class StderrTail {
   }
 
   #add(raw: string): void {
-    const line = raw.replace(/\r$/, "").slice(0, this.#maxLineChars);
+    const line = inert(raw.replace(/\r$/, "")).slice(0, this.#maxLineChars);
     if (!line.trim()) return;
     this.#lines.push(line);
     if (this.#lines.length > this.#maxLines) this.#lines.shift();
@@ -64,7 +80,8 @@ export class StderrTail {
    * @returns The lines, oldest first.
    */
   lines(): string[] {
-    const all = this.#partial.trim() ? [...this.#lines, this.#partial] : this.#lines;
+    const partial = inert(this.#partial);
+    const all = partial.trim() ? [...this.#lines, partial] : this.#lines;
     // Redacted as one text, so that a private key's block spanning lines is found whole.
     return all.length === 0 ? [] : redactText(all.join("\n")).split("\n");
   }

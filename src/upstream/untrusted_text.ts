@@ -27,14 +27,14 @@ function inertProse(text: string): string {
   return text.replaceAll("`", "'").replace(/<(?=[A-Za-z/!?|])/g, "\u2039");
 }
 
-/** Makes untrusted text safe inside a one-line `/** … *\/` comment. */
-function sanitizeDoc(text: string): string {
+/** Makes untrusted text safe inside a one-line `/** … *\/` comment, at most `max` characters. */
+function sanitizeDoc(text: string, max = MAX_DESCRIPTION): string {
   // Hidden characters (newlines included) become spaces, then \s (which also covers U+2028 and
   // U+2029) collapses, so the comment stays on one line and reads as written.
   let doc = inertProse(text.replace(HIDDEN, " ")).replace(/\s+/g, " ").trim();
   const chars = Array.from(doc);
-  if (chars.length > MAX_DESCRIPTION) {
-    doc = chars.slice(0, MAX_DESCRIPTION - 1).join("").trimEnd() + "…";
+  if (chars.length > max) {
+    doc = chars.slice(0, max - 1).join("").trimEnd() + "…";
   }
   return doc.replaceAll("*/", "*\\/");
 }
@@ -154,11 +154,13 @@ export function docCommentLines(text: string, options: DocCommentLinesOptions = 
 
 /**
  * Makes untrusted text safe and short for a one-line `/** … *\/` comment (at most 300
- * characters): the form tool signatures use for descriptions.
+ * characters unless told): the form tool signatures use for descriptions.
  *
  * @param text The description, verbatim.
+ * @param max At most this many characters (a down server's error, which ends with what to do,
+ *   is given more room than a description).
  * @returns One line, possibly empty.
  */
-export function oneLineDoc(text: string): string {
-  return sanitizeDoc(String(text));
+export function oneLineDoc(text: string, max = MAX_DESCRIPTION): string {
+  return sanitizeDoc(String(text), max);
 }

@@ -25,7 +25,8 @@ import {
   type OutputWatcher,
 } from "./frames.ts";
 import { keepParts, type RunOutputs } from "../output_store.ts";
-import type { ExecutionResult } from "../result.ts";
+import type { ExecutionResult, ResultImage } from "../result.ts";
+import { type CheckedImage, MAX_IMAGES_PER_RUN, readImage } from "./images.ts";
 
 const RSS_POLL_MS = 25;
 const EXIT_GRACE_MS = 100;
@@ -155,6 +156,8 @@ export class Execution {
   #keptValue: { text: string; bytes: number } | undefined;
   /** Set once the run is over: a reply that comes later is not sent into a child's next run. */
   #over = false;
+  /** Images the code displayed, in order; a kept one has its bytes reserved. */
+  #images: Array<{ image: CheckedImage; kept: boolean }> = [];
 
   /**
    * Prepares one run in a started child, with stdout and stderr drawing on one output budget;
@@ -306,7 +309,8 @@ export class Execution {
         const capture = stream === "stderr" ? this.#stderr : this.#stdout;
         if (typeof frame.d === "string" && !capture.add(frame.d)) this.#overflow(stream);
       } else if (frame.t === "call") {
-        this.#answer(frame);
+        if (frame.op === "display") this.#display(frame);
+        else this.#answer(frame);
       } else if (frame.t === "result") {
         this.#takeResult(frame);
         return;
@@ -341,6 +345,49 @@ export class Execution {
       pending.bytes -= bytes;
       pending.drained.resolve();
       pending.drained = Promise.withResolvers<void>();
+    });
+  }
+
+  /**
+   * Takes an image the code displayed, checked here (the frame is untrusted): shown while the
+   * run's output budget has room for its base64, else kept whole like a long output; one that
+   * can be neither stops the run, as printing past the cap does.
+   */
+  #display(frame: Frame): void {
+    const id = frame.id;
+    if (typeof id !== "number") {
+      this.#channel.log.debug(`Dropped a display request without a numeric id: ${typeof id}`);
+      return;
+    }
+    let reply: object = { ok: true };
+    try {
+      if (this.#images.length >= MAX_IMAGES_PER_RUN) {
+        throw new CodeExecutorError(
+          "LimitError",
+          `display(data, mimeType): a run shows at most ${MAX_IMAGES_PER_RUN} images; combine them (one chart with several series) or display fewer`,
+        );
+      }
+      const image = readImage(frame.args);
+      // What the result carries is the base64, so that is what the output cap counts.
+      const size = image.data.length;
+      const keep = this.#options.keep;
+      if (size <= this.#budget.left) {
+        this.#budget.left -= size;
+        this.#images.push({ image, kept: false });
+      } else if (keep && size <= keep.maxBytes && keep.reserve(size)) {
+        this.#images.push({ image, kept: true });
+      } else {
+        this.#stop(outputTooLarge(
+          `an image of ${size} bytes of base64 (${image.mimeType}) passed limits.maxOutputBytes (${this.#options.maxOutputBytes} bytes) and could not be kept (outputs.maxBytes, outputs.maxTotalBytes)`,
+          "display a smaller image (fewer pixels, PNG for charts, JPEG for photos) or ask the admin to raise limits.maxOutputBytes",
+        ));
+        return;
+      }
+    } catch (error) {
+      reply = CodeExecutorError.from(error, "TypeError").toReply();
+    }
+    this.#channel.send({ t: "reply", id, ...reply }).catch(() => {
+      // The child is gone; its run is already being reported.
     });
   }
 
@@ -446,6 +493,14 @@ export class Execution {
     if (this.#stdout.truncated || this.#stderr.truncated || shown.outputs.length > 0) {
       out.truncated = true;
     }
+    const images = this.#images.map(({ image, kept }): ResultImage => {
+      const { mimeType, bytes, data } = image;
+      if (!kept || !options.keep) return { mimeType, bytes, data };
+      const output = options.keep.keep("image", data, data.length, mimeType);
+      shown.outputs.push(output);
+      return { mimeType, bytes, output: output.id };
+    });
+    if (images.length > 0) out.images = images;
     if (shown.outputs.length > 0) out.outputs = shown.outputs;
     return out;
   }

@@ -19,7 +19,8 @@ export const CHILD_DIR_PREFIX = "code-executor-";
 /**
  * How every sandbox child starts: `deno run` with no prompt, no config or lock file, no npm or
  * remote modules and nothing fetched. No permission is granted here: each kind of child adds
- * exactly the `--allow-*` flags it needs after these.
+ * exactly the `--allow-*` flags it needs after these. The one exception is `--no-npm`, left out
+ * for TypeScript children that offer `sandbox.npmPackages` ({@linkcode SandboxProcessSpec.npm}).
  */
 export const SANDBOX_RUN_FLAGS: readonly string[] = [
   "run",
@@ -45,6 +46,12 @@ export interface SandboxProcessSpec {
   args: (dirs: { dir: string; workspace: string }) => string[];
   /** Variables added to the child's otherwise cleared environment. */
   env?: Record<string, string>;
+  /**
+   * Let the child load npm packages, from its `DENO_DIR`'s cache only (`--no-npm` is left out;
+   * `--cached-only` still holds, so nothing is fetched): TypeScript children when
+   * `sandbox.npmPackages` names some.
+   */
+  npm?: boolean;
   /** V8 heap limit and RSS watchdog limit, in MB. */
   memoryMb: number;
   /** Where to report problems. */
@@ -110,7 +117,7 @@ export class SandboxProcess implements RunChannel {
       const workspace = join(dir, "ws");
       Deno.mkdirSync(workspace, { mode: 0o700 });
       const { command, args } = dieWithParent(spec.denoPath, [
-        ...SANDBOX_RUN_FLAGS,
+        ...(spec.npm ? SANDBOX_RUN_FLAGS.filter((flag) => flag !== "--no-npm") : SANDBOX_RUN_FLAGS),
         ...spec.args({ dir, workspace }),
       ]);
       const process = new Deno.Command(command, {

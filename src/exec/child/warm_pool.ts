@@ -20,10 +20,11 @@ const RETRY_AFTER_FAILURE_MS = 5_000;
  * children kept for their caller's next run, each with a fresh interpreter).
  */
 export interface PoolOutside {
-  /** How many are ready, or will be soon. */
+  /** How many are ready, or will be soon (in a run, or readying for the next). */
   ready(): number;
   /**
-   * Disposes of those beyond `keep`, the longest idle first: the pool's target went down.
+   * Disposes of ready ones until at most `keep` are left in any state, the longest idle first:
+   * the pool's target went down.
    *
    * @param keep How many may stay.
    */
@@ -92,6 +93,11 @@ export class WarmPool<T extends PooledChild> {
   /** Number of idle children right now. */
   get idle(): number {
     return this.#idle.length;
+  }
+
+  /** Number of children being started right now. */
+  get starting(): number {
+    return this.#spawning;
   }
 
   /** How many children the pool keeps now: its size, or more during a burst. */

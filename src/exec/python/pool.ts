@@ -61,7 +61,9 @@ export class PyPool {
   constructor(options: PyPoolOptions) {
     this.#reaper = options.reaper;
     this.#warm = new WarmPool(options.size, options.spawn, options.log, options.demand, {
-      ready: () => [...this.#kept].filter((kept) => kept.state !== "running").length,
+      // A child in a run comes back with a fresh interpreter, or is retired and the pool refilled
+      // then: starting a spare while it runs would be a second child for one caller.
+      ready: () => this.#kept.size,
       trim: (keep) => this.#trim(keep),
     });
   }
@@ -160,8 +162,8 @@ export class PyPool {
     this.#warm.returned();
     const kept = [...this.#kept].find((entry) => entry.child === child);
     // Booting its next interpreter only to dispose of it would be a boot for nothing.
-    const ready = [...this.#kept].filter((entry) => entry !== kept && entry.state !== "running");
-    const wanted = ready.length + this.#warm.idle < this.#warm.target;
+    const others = this.#kept.size - (kept ? 1 : 0);
+    const wanted = others + this.#warm.idle + this.#warm.starting < this.#warm.target;
     if (!kept || !wanted || this.#closed || kept.generation !== this.#generation) {
       if (kept) this.#kept.delete(kept);
       this.#retire(child);
@@ -178,7 +180,7 @@ export class PyPool {
       } else {
         kept.state = "ready";
         kept.since = performance.now();
-        this.#trim(Math.max(0, this.#warm.target - this.#warm.idle));
+        this.#trim(Math.max(0, this.#warm.target - this.#warm.idle - this.#warm.starting));
       }
       return ok;
     });
@@ -245,11 +247,11 @@ export class PyPool {
     return undefined;
   }
 
-  /** Disposes of ready kept children beyond `keep`, the longest idle first. */
+  /** Disposes of ready kept children until at most `keep` are kept, the longest idle first. */
   #trim(keep: number): void {
     const ready = [...this.#kept].filter((kept) => kept.state === "ready")
       .sort((a, b) => a.since - b.since);
-    for (const kept of ready.slice(0, Math.max(0, ready.length - keep))) {
+    for (const kept of ready.slice(0, Math.max(0, this.#kept.size - keep))) {
       this.#kept.delete(kept);
       this.#retire(kept.child);
     }

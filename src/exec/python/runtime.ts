@@ -238,6 +238,8 @@ export class PythonRuntime implements LanguageRuntime {
   readonly language = "python";
   #context: RuntimeContext;
   #started: Promise<PythonStart> | undefined;
+  /** The pool, once Python has started. */
+  #pool: PyPool | undefined;
   #sessions: SessionStore<PyChild>;
 
   private constructor(context: RuntimeContext) {
@@ -274,7 +276,10 @@ export class PythonRuntime implements LanguageRuntime {
   /** Locates Pyodide and its snapshot once; a failure is reported by every run_python. */
   #start(): Promise<PythonStart> {
     const context = this.#context;
-    this.#started ??= startPython(context);
+    if (!this.#started) {
+      this.#started = startPython(context);
+      this.#started.then((started) => this.#pool = started.pool, () => {});
+    }
     // A start cut short by close() (a normal exit, or a fatal error of the server's own start) is
     // no news about Python: only a failure while the server runs is.
     this.#started.catch((error) => {
@@ -388,6 +393,16 @@ export class PythonRuntime implements LanguageRuntime {
    */
   async pool(): Promise<PyPool> {
     return (await this.#start()).pool;
+  }
+
+  /**
+   * The pool's size now, without starting Python.
+   *
+   * @returns Interpreters ready for a run (in warm children and in children kept for their
+   *   principal), and how many the pool keeps now; zeros before Python has started.
+   */
+  warmChildren(): { ready: number; target: number } {
+    return { ready: this.#pool?.idle ?? 0, target: this.#pool?.target ?? 0 };
   }
 
   /** Kills the idle pooled children and every session's. */

@@ -190,6 +190,10 @@ export class SkillBridge {
         },
       };
     }
+    // The images it showed go back to the caller, which displays them as its own (its cap).
+    const images = (result.images ?? []).flatMap(({ mimeType, data }) =>
+      data === undefined ? [] : [{ mimeType, data }]
+    );
     return {
       ok: true,
       value: {
@@ -197,6 +201,7 @@ export class SkillBridge {
         value: result.returnValue,
         ...(result.stdout ? { stdout: result.stdout } : {}),
         ...(result.stderr ? { stderr: result.stderr } : {}),
+        ...(images.length ? { images } : {}),
       },
     };
   }

@@ -10,7 +10,16 @@ import { type ErrorType, errorTypeOf, type ExecutionErrorInfo } from "../../erro
 import type { ExecutionResult } from "../result.ts";
 import type { RunLimits } from "../child/execution.ts";
 import { SandboxProcess } from "../child/process.ts";
+import type { NpmPackage } from "./npm_packages.ts";
 import type { WrappedSource } from "./source.ts";
+
+/** The npm packages a child offers its code (`sandbox.npmPackages`). */
+export interface TsChildPackages {
+  /** The import map, a `data:` URL (`NpmPackages.importMapUrl`). */
+  importMapUrl: string;
+  /** What `packages()` returns in the sandbox. */
+  list: readonly NpmPackage[];
+}
 
 /** What a child may do beyond its own workspace, and where it lives. */
 export interface TsChildOptions {
@@ -24,6 +33,8 @@ export interface TsChildOptions {
   denoDir: string;
   /** Load the module loader before the code arrives (for children that wait in the pool). */
   preload?: boolean;
+  /** npm packages to offer, read from `denoDir`'s npm cache; none when unset. */
+  packages?: TsChildPackages;
   /** V8 heap limit and RSS watchdog limit, in MB. */
   memoryMb: number;
   /** Hosts for `--allow-net`; empty for none. */
@@ -109,10 +120,19 @@ export class TsChild {
   #ready: Promise<boolean>;
   #used = false;
 
-  private constructor(process: SandboxProcess, preload: boolean) {
+  private constructor(process: SandboxProcess, preload: boolean, packages?: TsChildPackages) {
     this.#process = process;
     this.#ready = process.next().then((frame) => frame?.t === "ready", () => false);
-    process.send({ t: "init", nonce: process.nonce, preload }).catch(() => {});
+    const init: Record<string, unknown> = { t: "init", nonce: process.nonce, preload };
+    if (packages?.list.length) {
+      init.packages = packages.list.map(({ name, version, specifier, description }) => ({
+        name,
+        version,
+        specifier,
+        ...(description ? { description } : {}),
+      }));
+    }
+    process.send(init).catch(() => {});
   }
 
   /**
@@ -129,6 +149,7 @@ export class TsChild {
       // 0.5-1 ms of a warm run and keeps the code off the disk. It then transpiles the runner on
       // every start too (~5 ms, while it waits in the pool), so a cold child keeps the cache.
       env: opts.preload ? { DENO_EMIT_CACHE_MODE: "disable" } : undefined,
+      npm: opts.packages !== undefined,
       args: ({ workspace }) => {
         const args = [
           "--no-code-cache",
@@ -136,6 +157,9 @@ export class TsChild {
           `--allow-write=${[workspace, ...(opts.write ?? [])].join(",")}`,
           `--v8-flags=--max-old-space-size=${opts.memoryMb}`,
         ];
+        // The packages' code is read by the module loader, which needs no read permission for
+        // Deno's npm cache: the code itself gets none there.
+        if (opts.packages) args.push(`--import-map=${opts.packages.importMapUrl}`);
         if (opts.net && opts.net.length > 0) args.push(`--allow-net=${opts.net.join(",")}`);
         if (opts.deny && opts.deny.length > 0) {
           const deny = opts.deny.join(",");
@@ -145,7 +169,7 @@ export class TsChild {
         return args;
       },
     });
-    return new TsChild(process, opts.preload === true);
+    return new TsChild(process, opts.preload === true, opts.packages);
   }
 
   /** The child's process id. */

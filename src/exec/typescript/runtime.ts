@@ -5,7 +5,7 @@
  * @module
  */
 import { Buffer } from "node:buffer";
-import { isDefaultProfile } from "../../policy/permissions.ts";
+import { type GrantedPermissions, isDefaultProfile } from "../../policy/permissions.ts";
 import { sealChildDenoDir } from "../child/deno_dir.ts";
 import { WarmPool } from "../child/warm_pool.ts";
 import {
@@ -17,6 +17,7 @@ import {
   type RuntimeContext,
 } from "../runtime.ts";
 import { TsChild, type TsChildOptions } from "./child.ts";
+import { NpmPackages } from "./npm_packages.ts";
 import { wrapTypescript } from "./source.ts";
 
 type BaseChildOptions = Omit<TsChildOptions, "net" | "read" | "write">;
@@ -28,9 +29,11 @@ export class TypeScriptRuntime implements LanguageRuntime {
   #context: RuntimeContext;
   #base: BaseChildOptions;
   #pool: WarmPool<TsChild>;
+  #packages: NpmPackages;
 
-  private constructor(context: RuntimeContext) {
+  private constructor(context: RuntimeContext, packages: NpmPackages) {
     this.#context = context;
+    this.#packages = packages;
     const { locations, settings, log } = context;
     this.#base = {
       denoPath: locations.denoPath,
@@ -38,24 +41,36 @@ export class TypeScriptRuntime implements LanguageRuntime {
       runnerPath: locations.runnerPath,
       tempRoot: locations.tempRoot,
       memoryMb: settings.limits.memoryMb,
+      packages: packages.enabled
+        ? { importMapUrl: packages.importMapUrl(), list: packages.list }
+        : undefined,
       log,
     };
     this.#pool = new WarmPool(settings.sandbox.warmPool, () => this.#spawn({ preload: true }), log);
   }
 
   /**
-   * Readies the TypeScript children's Deno cache and, with `warm`, fills the pool.
+   * Readies the TypeScript children's Deno cache (sealed, with the npm packages of
+   * `sandbox.npmPackages` fetched into it when missing) and, with `warm`, fills the pool.
    *
    * @param context The executor's settings, locations, log, shutdown and reaper.
    * @param options Whether to fill the warm pool now.
    * @returns The runtime.
+   * @throws {Error} When a package of `sandbox.npmPackages` cannot be fetched.
    */
   static async create(
     context: RuntimeContext,
     options: { warm: boolean },
   ): Promise<TypeScriptRuntime> {
-    await sealChildDenoDir(context.locations.tsDenoDir, true);
-    const runtime = new TypeScriptRuntime(context);
+    const { locations, settings, log } = context;
+    await sealChildDenoDir(locations.tsDenoDir, true);
+    const packages = new NpmPackages(settings.sandbox.npmPackages);
+    await packages.ensureCached({
+      denoPath: locations.denoPath,
+      denoDir: locations.tsDenoDir,
+      log,
+    });
+    const runtime = new TypeScriptRuntime(context, packages);
     if (options.warm) runtime.#pool.fill();
     return runtime;
   }
@@ -79,6 +94,8 @@ export class TypeScriptRuntime implements LanguageRuntime {
    */
   async lease(request: LeaseRequest): Promise<Lease> {
     const { code, granted, args } = request;
+    // Before a child is taken: a refused import costs the run nothing else.
+    this.#packages.check(code, granted.read);
     const pooled = isDefaultProfile(granted) ? this.#pool.take() : undefined;
     const child = pooled ?? await TsChild.spawn({ ...this.#base, ...granted });
     const reaper = this.#context.reaper;
@@ -101,9 +118,11 @@ export class TypeScriptRuntime implements LanguageRuntime {
    * from a `data:` URL, with the line offset that points a stack trace at the skill's own line.
    *
    * @param code The skill's body.
+   * @param granted The caller's grants: the files the body may import.
    * @returns `{lineOffset, base64}`.
    */
-  inlineSkill(code: string): Record<string, unknown> {
+  inlineSkill(code: string, granted: GrantedPermissions): Record<string, unknown> {
+    this.#packages.check(code, granted.read);
     const wrapped = wrapTypescript(code, { params: "args, skills" });
     return {
       lineOffset: wrapped.lineOffset,
@@ -130,15 +149,26 @@ export class TypeScriptRuntime implements LanguageRuntime {
     });
     try {
       if (!(await child.ready)) throw cannotStart("");
+      // Every package is loaded as a run would load it, from the cache and offline: a package
+      // that a child cannot load fails here rather than in the first run that imports it.
+      const imports = this.#packages.list.map((pkg) =>
+        `await import(${JSON.stringify(pkg.name)});`
+      );
       checkPreparedRun(
         "A TypeScript sandbox",
-        await child.run(wrapTypescript("return 6 * 7"), PREPARE_RUN_LIMITS),
+        await child.run(
+          wrapTypescript([...imports, "return 6 * 7"].join("\n")),
+          PREPARE_RUN_LIMITS,
+        ),
       );
     } finally {
       await child.dispose();
       await sealChildDenoDir(this.#base.denoDir, true);
     }
-    return `the runner is compiled into ${this.#base.denoDir}; a run took ${
+    const packages = this.#packages.enabled
+      ? `; npm packages ${this.#packages.summary()} load offline`
+      : "";
+    return `the runner is compiled into ${this.#base.denoDir}${packages}; a run took ${
       Math.round(performance.now() - started)
     } ms`;
   }
@@ -150,6 +180,15 @@ export class TypeScriptRuntime implements LanguageRuntime {
    */
   pool(): Promise<WarmPool<TsChild>> {
     return Promise.resolve(this.#pool);
+  }
+
+  /**
+   * The warm pool's size now.
+   *
+   * @returns Children ready for a run, and how many the pool keeps.
+   */
+  warmChildren(): { ready: number; target: number } {
+    return { ready: this.#pool.idle, target: this.#pool.target };
   }
 
   /** Kills the pooled children. */

@@ -36,16 +36,39 @@ function isIdentifierChar(ch: string | undefined): boolean {
   return ch !== undefined && /[A-Za-z0-9_$\u0080-\uffff]/.test(ch);
 }
 
+/** A module the code names in an import: a declaration's, or a dynamic `import()`'s literal. */
+export interface ModuleReference {
+  /** The specifier as written (`npm:csv-parse@7.0.3`, `./x.ts`). */
+  specifier: string;
+  /** Where it starts in the code. */
+  at: number;
+}
+
+/** What {@linkcode scanTopLevel} finds. */
+export interface TopLevel {
+  /** Top-level import declarations. */
+  imports: Range[];
+  /** The `export ` keywords of top-level declarations. */
+  exports: Range[];
+  /**
+   * The specifiers of every import declaration and of every `import()` whose argument is a
+   * string literal, at any depth; a computed `import(url)` has none to find.
+   */
+  modules: ModuleReference[];
+}
+
 /**
- * Finds the top-level `import` declarations and the `export` keywords that start top-level
- * declarations.
+ * Finds the top-level `import` declarations, the `export` keywords that start top-level
+ * declarations, and the modules the code imports by name.
  *
  * @param code TypeScript source.
- * @returns The ranges of import declarations and of `export ` keywords, in source order.
+ * @returns The ranges of import declarations and of `export ` keywords, and the module
+ *   specifiers, in source order.
  */
-export function scanTopLevel(code: string): { imports: Range[]; exports: Range[] } {
+export function scanTopLevel(code: string): TopLevel {
   const imports: Range[] = [];
   const exports: Range[] = [];
+  const modules: ModuleReference[] = [];
   // Each entry is the brace depth at which a template literal's `${` was opened.
   const templateStack: number[] = [];
   let depth = 0;
@@ -111,6 +134,13 @@ export function scanTopLevel(code: string): { imports: Range[]; exports: Range[]
     }
     return j;
   };
+  // The raw text of the string literal that starts at `from`, escapes and all (no specifier that
+  // is allowed has one); none for a template that computes its text.
+  const literal = (from: number, quote: string): string | undefined => {
+    const end = code.indexOf(quote, from + 1);
+    const text = end < 0 ? undefined : code.slice(from + 1, end);
+    return quote === "`" && text?.includes("${") ? undefined : text;
+  };
   // From just after the `import` keyword, returns the end of the declaration.
   const importEnd = (from: number): number => {
     let j = from;
@@ -118,6 +148,8 @@ export function scanTopLevel(code: string): { imports: Range[]; exports: Range[]
       j = skipTrivia(j);
       const ch = code[j];
       if (ch === '"' || ch === "'") {
+        const specifier = literal(j, ch);
+        if (specifier !== undefined) modules.push({ specifier, at: j + 1 });
         const save = i;
         i = j;
         skipString(ch);
@@ -176,6 +208,19 @@ export function scanTopLevel(code: string): { imports: Range[]; exports: Range[]
       const start = i;
       while (i < n && isIdentifierChar(code[i])) i++;
       const word = code.slice(start, i);
+      if (word === "import" && code[start - 1] !== ".") {
+        const open = skipTrivia(i);
+        if (code[open] === "(") {
+          const arg = skipTrivia(open + 1);
+          const quote = code[arg];
+          const specifier = quote === '"' || quote === "'" || quote === "`"
+            ? literal(arg, quote)
+            : undefined;
+          // Only the literal as the whole argument: `import("file://" + path)` is computed.
+          const after = specifier === undefined ? "" : code[skipTrivia(arg + specifier.length + 2)];
+          if (after === ")" || after === ",") modules.push({ specifier: specifier!, at: arg + 1 });
+        }
+      }
       if (depth === 0 && statementStart && word === "import") {
         const next = code[skipTrivia(i)];
         if (next !== "(" && next !== ".") {
@@ -212,7 +257,7 @@ export function scanTopLevel(code: string): { imports: Range[]; exports: Range[]
     regexAllowed = !(ch === ")" || ch === "]" || ch === "}");
     statementStart = depth === 0 && (ch === ";" || ch === "}");
   }
-  return { imports, exports };
+  return { imports, exports, modules };
 }
 
 function blank(text: string): string {

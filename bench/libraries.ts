@@ -1,0 +1,183 @@
+/**
+ * What npm packages (`sandbox.npmPackages`) and `display()` cost, through a real stdio MCP client
+ * talking to `deno run -A main.ts serve`: two servers, one without packages and one with, whose
+ * warm calls are interleaved round by round (`runPaired`) so that both see the same load.
+ *
+ * ```sh
+ * deno run -A bench/libraries.ts [--rounds 20] [--warmup 3] [--pause-ms 500] [--json]
+ * ```
+ *
+ * Arms (each a warm `run_typescript` call, the pool refilled before it):
+ * - `plain`: `return 1` on the server without packages;
+ * - `packages`: `return 1` on the server with packages (children without `--no-npm`, with the
+ *   import map): what offering packages costs a run that imports none;
+ * - `csv`: `csv-parse/sync` imported and a CSV parsed;
+ * - `dateIndex`: date-fns imported from its index (its ~250 modules) and `format` called;
+ * - `dateSubpath`: `date-fns/format` imported alone and called;
+ * - `display`: a 4 KiB PNG displayed (`image` content), on the server with packages.
+ *
+ * Also: each server's start (spawn to connected; the one with packages runs `deno cache` on a
+ * filled cache), and `NpmPackages.ensureCached` alone on a filled cache.
+ *
+ * @module
+ */
+import { join } from "node:path";
+import { cacheDir } from "../src/config/paths.ts";
+import { NpmPackages } from "../src/exec/typescript/npm_packages.ts";
+import { createLogger } from "../src/log.ts";
+import { ROOT, serverEnv } from "../tests/_env.ts";
+import { loadAverage, type MachineReport, machineReport, machineText } from "./_machine.ts";
+import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
+import { connectStdio, type StdioServer, timedRun } from "./_server.ts";
+import { repeat, runPaired, sleep, type Stats, stats } from "./_stats.ts";
+
+const PACKAGES = ["csv-parse@7.0.3", "date-fns@4.4.0", "fast-png@8.0.0"];
+const ARMS = ["plain", "packages", "csv", "dateIndex", "dateSubpath", "display"] as const;
+type Arm = typeof ARMS[number];
+
+/** A 4 KiB PNG of noise, made once in a child of the packages server and displayed by each run. */
+const MAKE_PNG = `import { encode } from "fast-png";
+const data = crypto.getRandomValues(new Uint8Array(32 * 32 * 4));
+return encode({ width: 32, height: 32, data, channels: 4 }).toBase64();`;
+
+const CODE: Record<Arm, (png: string) => string> = {
+  plain: () => "return 1",
+  packages: () => "return 1",
+  csv: () => 'import { parse } from "csv-parse/sync";\nreturn parse("a\\n1\\n").length - 1;',
+  dateIndex: () =>
+    'import { format } from "date-fns";\nreturn format(new Date(0), "yyyy") ? 1 : 0;',
+  dateSubpath: () =>
+    'import { format } from "date-fns/format";\nreturn format(new Date(0), "yyyy") ? 1 : 0;',
+  display: (png) => `await display(${JSON.stringify(png)}, "image/png");\nreturn 1;`,
+};
+
+interface Report {
+  machine: MachineReport;
+  rounds: number;
+  startMs: { plain: number; packages: number };
+  ensureCachedMs: Stats;
+  arms: Record<Arm, { latency: Stats; server: Stats }>;
+  pngBytes: number;
+}
+
+async function startServer(name: string, packages: string[]): Promise<StdioServer> {
+  const tempDir = await Deno.makeTempDir({ prefix: `ce-bench-lib-${name}-` });
+  const env = {
+    ...serverEnv(tempDir),
+    CODE_EXECUTOR_WARM_POOL: "2",
+    ...(packages.length ? { CODE_EXECUTOR_NPM_PACKAGES: packages.join(" ") } : {}),
+  };
+  const server = await connectStdio(name, {
+    command: Deno.execPath(),
+    args: ["run", "-A", "main.ts", "serve"],
+    env,
+    cwd: ROOT,
+  });
+  const close = server.close;
+  return {
+    ...server,
+    close: async () => {
+      await close();
+      await Deno.remove(tempDir, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+async function main(args: string[]): Promise<void> {
+  const parsed = parseBenchArgs(
+    args,
+    "Usage: deno run -A bench/libraries.ts [--rounds 20] [--warmup 3] [--pause-ms 500] [--json]",
+    {
+      rounds: { fallback: 20 },
+      warmup: { fallback: 3, min: 0 },
+      pauseMs: { fallback: 500, min: 0 },
+    },
+  );
+  if (!parsed) return;
+  const { rounds, warmup, pauseMs } = parsed.ints;
+  const loadBefore = await loadAverage();
+
+  const packages = new NpmPackages(PACKAGES);
+  const denoDir = join(cacheDir(), "deno-ts");
+  const quiet = createLogger("error");
+  // The first call fills the cache if it must; the measured ones find it full.
+  await packages.ensureCached({ denoPath: Deno.execPath(), denoDir, log: quiet });
+  const cached = await repeat(
+    { iterations: 10, warmup: 1 },
+    () => packages.ensureCached({ denoPath: Deno.execPath(), denoDir, log: quiet }),
+  );
+
+  const plain = await startServer("plain", []);
+  const withPackages = await startServer("packages", PACKAGES);
+  try {
+    const startMs = {
+      plain: Math.round(plain.connectedAt - plain.spawnedAt),
+      packages: Math.round(withPackages.connectedAt - withPackages.spawnedAt),
+    };
+    const made = await withPackages.client.callTool({
+      name: "run_typescript",
+      arguments: { code: MAKE_PNG },
+    });
+    const png = (made.structuredContent as { returnValue: string }).returnValue;
+    await sleep(2_000);
+    const samples = await runPaired({
+      arms: ARMS,
+      rounds,
+      warmup,
+      sample: async (arm) => {
+        await sleep(pauseMs);
+        const server = arm === "plain" ? plain : withPackages;
+        return await timedRun(server, "run_typescript", { code: CODE[arm](png) }, 1);
+      },
+      onRound: (round, taken) =>
+        log(
+          `round ${round + 1}/${rounds}: ${
+            ARMS.map((arm) => `${arm} ${taken[arm].latencyMs.toFixed(1)} ms`).join(", ")
+          }`,
+        ),
+    });
+    const arms = Object.fromEntries(ARMS.map((arm) => [arm, {
+      latency: stats(samples[arm].map((s) => s.latencyMs)),
+      server: stats(samples[arm].map((s) => s.serverMs)),
+    }])) as Report["arms"];
+    const report: Report = {
+      machine: await machineReport(loadBefore),
+      rounds,
+      startMs,
+      ensureCachedMs: stats(cached),
+      arms,
+      pngBytes: Uint8Array.fromBase64(png).length,
+    };
+    printReport(parsed.json, report, render);
+  } finally {
+    await plain.close();
+    await withPackages.close();
+  }
+}
+
+function render(report: Report): string {
+  const { arms } = report;
+  return [
+    `# npm packages and display(): ${report.rounds} interleaved rounds, warm pool 2`,
+    "",
+    machineText(report.machine),
+    "",
+    row(["arm", "latency median ms", "p95", "server durationMs median", "p95"]),
+    row(["---", "---", "---", "---", "---"]),
+    ...ARMS.map((arm) =>
+      row([
+        arm,
+        arms[arm].latency.medianMs,
+        arms[arm].latency.p95Ms,
+        arms[arm].server.medianMs,
+        arms[arm].server.p95Ms,
+      ])
+    ),
+    "",
+    `PNG displayed: ${report.pngBytes} bytes.`,
+    `Server start, spawn to connected: ${report.startMs.plain} ms without packages, ${report.startMs.packages} ms with ${PACKAGES.length}.`,
+    `ensureCached on a filled cache (deno cache, offline): median ${report.ensureCachedMs.medianMs} ms, p95 ${report.ensureCachedMs.p95Ms} ms.`,
+  ].join("\n");
+}
+
+if (import.meta.main) await runBench(main);
