@@ -42,6 +42,7 @@ RUN deno install --frozen
 COPY main.ts LICENSE README.md ./
 COPY src/ src/
 COPY sandbox/ sandbox/
+COPY lua/ lua/
 # `prepare` loads the modules of every command, compiles the sandbox runners, fetches the npm
 # packages and loads them in a child, builds the Pyodide snapshot and checks that a child boots
 # from it; it fails the build when it cannot. The rest is

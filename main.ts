@@ -21,6 +21,7 @@ import { runFile } from "./src/cli/run.ts";
 import { serve } from "./src/cli/serve.ts";
 import { SettingsError } from "./src/config/settings.ts";
 import { UpstreamConfigError } from "./src/config/server_entry.ts";
+import { CodeExecutorError } from "./src/errors.ts";
 import { SERVER_VERSION } from "./src/version.ts";
 import { flushLogs } from "./src/log.ts";
 
@@ -173,8 +174,10 @@ if (import.meta.main) {
     await flushLogs();
     Deno.exit(code);
   } catch (error) {
+    // A StateUnavailable at the start (state.url) says what to change, as these do.
     const known = error instanceof SettingsError || error instanceof UpstreamConfigError ||
-      error instanceof TypeError || error instanceof Deno.errors.NotFound;
+      error instanceof TypeError || error instanceof Deno.errors.NotFound ||
+      error instanceof CodeExecutorError;
     console.error(`code-executor: ${known ? (error as Error).message : (error as Error).stack}`);
     await flushLogs();
     Deno.exit(2);

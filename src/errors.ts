@@ -146,8 +146,10 @@ export const ERROR_TYPES = {
   },
   SessionEnded: {
     origin: "python",
-    meaning: "The Python session's interpreter was stopped by an earlier limit or crash",
-    change: "Start a new session (a new session id)",
+    meaning:
+      "The Python session's interpreter was stopped by an earlier limit or crash, or was lost with the replica that held it",
+    change:
+      "Start a new session (a new session id; after a lost replica, the same id starts afresh)",
   },
   SessionError: {
     origin: "python",
@@ -201,7 +203,7 @@ export const ERROR_TYPES = {
   RequestStateRefused: {
     origin: "tools",
     meaning:
-      "A 2026-07-28 retry's requestState was altered, expired, replayed, another principal's, or its run is no longer parked here",
+      "A 2026-07-28 retry's requestState was altered, expired, replayed, another principal's, or its run is no longer parked (ended, or lost with the replica that held it)",
     change:
       "Run the code again; retry each input_required round once, with its requestState as sent",
   },
@@ -211,6 +213,13 @@ export const ERROR_TYPES = {
     meaning:
       "The shared state store (`state.url`) is unreachable or did not answer within `state.timeoutMs`",
     change: "Retry shortly; admin: check the store and `state.url`",
+  },
+  ReplicaUnreachableError: {
+    origin: "state",
+    meaning:
+      "The replica that holds the live state a request needs (a parked run, a Python session) did not take the forwarded request within http.forwardTimeoutMs, or stopped answering it; it was not sent again",
+    change:
+      "Retry shortly (the state may still be there); if it persists, run the code again or use a new session id",
   },
   // Sampling and elicitation: the client's model (`llm.*`) and user (`askUser`).
   SamplingDisabled: {

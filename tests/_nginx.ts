@@ -41,9 +41,9 @@ export async function findNginx(): Promise<string | undefined> {
 
 /**
  * deploy/nginx.conf with the balancer on `listenPort` and replica `ce-i` on `replicaPorts[i]`.
- * Each address must be where the file has it (the listen line once, each replica twice: in the
- * shared upstream and in its own), so that a change of the file's shape fails here rather than
- * leaving a test that no longer tests the file.
+ * Each address must be where the file has it (the listen line once, each replica once, in the
+ * round-robin upstream), so that a change of the file's shape fails here rather than leaving a
+ * test that no longer tests the file.
  *
  * @param template The configuration's text.
  * @param ports The balancer's port and the three replicas' (the same port thrice puts one
@@ -59,7 +59,7 @@ export function renderNginxConf(
   let conf = template.replace(LISTEN, `listen 127.0.0.1:${ports.listen};`);
   REPLICA_ADDRESSES.forEach((address, i) => {
     const count = conf.split(`server ${address}`).length - 1;
-    assert(count === 2, `deploy/nginx.conf names ${address} ${count} times, expected 2`);
+    assert(count === 1, `deploy/nginx.conf names ${address} ${count} times, expected 1`);
     conf = conf.replaceAll(`server ${address}`, `server 127.0.0.1:${ports.replicas[i]}`);
   });
   return conf;

@@ -5,6 +5,9 @@
  *
  * @module
  */
+import { Buffer } from "node:buffer";
+import { createHash } from "node:crypto";
+import { Redis } from "ioredis";
 
 /**
  * Whether redis-server is installed.
@@ -117,5 +120,60 @@ export class RedisServer {
     this.resume();
     await this.kill();
     await Deno.remove(this.#dir, { recursive: true });
+  }
+}
+
+/**
+ * Every way a secret could sit in the store in a recognisable form.
+ *
+ * @param secret A personal value, token, principal or id.
+ * @returns Each form's name and bytes.
+ */
+export function secretForms(secret: string): Array<[string, Buffer]> {
+  const sha = createHash("sha256").update(secret).digest();
+  const out: Array<[string, Buffer]> = [
+    ["plain", Buffer.from(secret)],
+    ["lower case", Buffer.from(secret.toLowerCase())],
+    ["base64", Buffer.from(Buffer.from(secret).toString("base64").replace(/=+$/, ""))],
+    ["base64url", Buffer.from(Buffer.from(secret).toString("base64url"))],
+    ["sha256 raw", sha],
+    ["sha256 hex", Buffer.from(sha.toString("hex"))],
+    ["sha256 base64", Buffer.from(sha.toString("base64").replace(/=+$/, ""))],
+    ["sha256 base64url", Buffer.from(sha.toString("base64url"))],
+    ["sha256: digest", Buffer.from(`sha256:${sha.toString("hex")}`)],
+  ];
+  return out;
+}
+
+/**
+ * Every key, member, field and value in the store, as bytes.
+ *
+ * @param url The store.
+ * @returns The bytes.
+ */
+export async function dumpStore(url: string): Promise<Buffer[]> {
+  const client = new Redis(url, { lazyConnect: true });
+  await client.connect();
+  try {
+    const out: Buffer[] = [];
+    let cursor = "0";
+    do {
+      const [next, keys] = await client.scanBuffer(cursor, "COUNT", 1000);
+      cursor = String(next);
+      for (const key of keys) {
+        out.push(key);
+        const type = await client.type(key);
+        if (type === "string") out.push((await client.getBuffer(key))!);
+        else if (type === "zset") out.push(...await client.zrangeBuffer(key, "0", "-1"));
+        else if (type === "hash") {
+          for (const [field, value] of Object.entries(await client.hgetallBuffer(key))) {
+            out.push(Buffer.from(field), value);
+          }
+        } else throw new Error(`unexpected ${type} at ${key}`);
+      }
+    } while (cursor !== "0");
+    return out;
+  } finally {
+    await client.quit();
   }
 }

@@ -247,7 +247,7 @@ Deno.test("OutputStore: reservations and kept outputs together never pass maxTot
   }
 });
 
-Deno.test("OutputCapture with a reserve keeps a stream past the budget whole, and keepParts shows both under the cap", () => {
+Deno.test("OutputCapture with a reserve keeps a stream past the budget whole, and keepParts shows both under the cap", async () => {
   const store = new OutputStore({ maxBytes: 5000, maxTotalBytes: 8000, ttlMs: 60_000 });
   try {
     const run = new RunOutputs(store, "local");
@@ -260,7 +260,7 @@ Deno.test("OutputCapture with a reserve keeps a stream past the budget whole, an
     assertEquals([stdout.kept, stderr.kept, budget.left], [true, false, 800]);
     assert(stderr.add("e".repeat(4000)), "stderr is kept too");
     assertEquals(store.usedBytes, 3600 + 4200);
-    const shown = keepParts(run, budget.left, { stdout, stderr });
+    const shown = await keepParts(run, budget.left, { stdout, stderr });
     const bytes = utf8Bytes(shown.stdout) + utf8Bytes(shown.stderr);
     assert(bytes <= 1000 && bytes > 990, `previews of ${bytes} bytes`);
     assert(shown.stdout.startsWith("é".repeat(250)), "the preview is the head, cut on a character");

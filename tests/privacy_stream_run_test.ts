@@ -86,8 +86,8 @@ const expected = new RunTokenizer({
   rawServers: [],
 });
 
-function assertTokenizedAsWhole(stdout: string, raw: string): void {
-  const whole = expected.text(raw);
+async function assertTokenizedAsWhole(stdout: string, raw: string): Promise<void> {
+  const whole = await expected.text(raw);
   assertEquals(stdout.length, whole.length, "the shown stdout's length");
   assertEquals(stdout, whole);
   for (const kind of ["email", "phone", "card"]) {
@@ -104,7 +104,7 @@ Deno.test("privacy.tokenize detects stdout while TypeScript and Python runs prin
       const result = await server.runTs(typescript(upTo));
       assertEquals(result.error, undefined);
       assertEquals(result.returnValue, printed(upTo).length);
-      assertTokenizedAsWhole(result.stdout, raw);
+      await assertTokenizedAsWhole(result.stdout, raw);
     });
 
     await t.step(
@@ -114,7 +114,7 @@ Deno.test("privacy.tokenize detects stdout while TypeScript and Python runs prin
         const result = await server.runPy(python(upTo));
         assertEquals(result.error, undefined);
         assertEquals(result.returnValue, printed(upTo).length);
-        assertTokenizedAsWhole(result.stdout, printed(upTo));
+        await assertTokenizedAsWhole(result.stdout, printed(upTo));
       },
     );
 
@@ -133,7 +133,7 @@ Deno.test("privacy.tokenize detects stdout while TypeScript and Python runs prin
             assertEquals(result.truncated, true);
             const raw = utf8Head(head + tail, CAP);
             assert(raw.endsWith(value.slice(0, inside)), raw.slice(-40));
-            assertTokenizedAsWhole(result.stdout, raw);
+            await assertTokenizedAsWhole(result.stdout, raw);
             // Nothing of the cut value beyond what whole-text tokenization leaves (it is no match).
             assert(!result.stdout.includes(value), result.stdout.slice(-60));
           },

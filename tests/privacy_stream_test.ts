@@ -180,7 +180,7 @@ Deno.test("RunTokenizer.stream() gives the same placeholders, numbered the same,
       detector,
       rawServers: [],
     });
-  const whole = tokenizer().text(corpus);
+  const whole = await tokenizer().text(corpus);
   const stdout = tokenizer().stream(1024 * 1024);
   pushRandomly(stdout, corpus, random(7));
   const streamed = await stdout.finish(corpus);

@@ -16,6 +16,7 @@ import { MemoryStateStore } from "../src/state/memory_store.ts";
 import { PendingStore } from "../src/state/pending_store.ts";
 import { RedisStateStore } from "../src/state/redis_store.ts";
 import { OwnerMap, ReplicaRegistry } from "../src/state/replicas.ts";
+import { SkillDocs } from "../src/state/skill_docs.ts";
 import type { StateStore } from "../src/state/store.ts";
 import { VaultStore } from "../src/state/vault_store.ts";
 import {
@@ -235,6 +236,29 @@ contract(
 );
 
 contract(
+  "VaultStore: a lookup renews what it found behind its answer, and not again within a second",
+  async ({ a, keys }) => {
+    const vault = new VaultStore(a, keys, { ttlMs: 60_000, maxValuesPerPrincipal: 100 });
+    const placeholders = await vault.assign("alice", [
+      { category: "email", value: "often@example.org" },
+      { category: "email", value: "twice@example.org" },
+    ]);
+    // The operations a lookup made, once its renewals (sent on the next immediate) are out.
+    const operations = async (names: string[]) => {
+      const before = a.stats.operations;
+      assertEquals((await vault.lookup("alice", names)).size, names.length);
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      return a.stats.operations - before;
+    };
+    const [often] = placeholders;
+    assert(await operations([often]) >= 3, "the first lookup reads, renews and marks use");
+    assertEquals(await operations([often]), 1, "resolved again at once: the read alone");
+    assert(await operations(placeholders) >= 3, "one not renewed yet is renewed");
+    assertEquals(await operations(placeholders), 1);
+  },
+);
+
+contract(
   "VaultStore: two replicas giving one new value a placeholder at once agree on it",
   async ({ a, b, keys }) => {
     const options = { ttlMs: 60_000, maxValuesPerPrincipal: 100 };
@@ -412,7 +436,8 @@ contract(
 contract(
   "ConcurrencyShare: a principal's runs across replicas stay under max until one is released",
   async ({ a, b, keys }) => {
-    const options = { max: 2, leaseMs: 90 };
+    // A lease long enough that a loaded machine's late timers do not let it lapse between renewals.
+    const options = { max: 2, leaseMs: 1_000 };
     const shareA = new ConcurrencyShare(a, keys, options);
     const shareB = new ConcurrencyShare(b, keys, options);
     const one = await shareA.take("alice");
@@ -421,8 +446,8 @@ contract(
     assertEquals(await shareA.take("alice"), undefined);
     const other = await shareB.take("bob");
     assert(other);
-    // Renewed every 30 ms: three lease lives later the places are still held.
-    await sleep(300);
+    // Renewed every third of a lease: three lease lives later the places are still held.
+    await sleep(3_100);
     assertEquals(await shareB.take("alice"), undefined);
     assert(one.held && two.held);
     await one.release();
@@ -495,5 +520,64 @@ contract(
       await refused(late, request, { store: a, windowMs: 20 }),
       /outside the 20 ms window/,
     );
+  },
+);
+
+contract(
+  "SkillDocs: saves through two replicas at once get distinct versions, within the caps",
+  async ({ a, b, keys }) => {
+    const docsA = new SkillDocs(a, keys);
+    const docsB = new SkillDocs(b, keys);
+    const limits = { maxVersions: 5, maxNames: 2 };
+    const before = await docsA.generation();
+    const saved = await Promise.all(
+      [docsA, docsB, docsA, docsB].map((docs, i) =>
+        docs.save("principal:http:alice", "greet", { code: `return ${i}` }, limits)
+      ),
+    );
+    assertEquals(saved.map((s) => "version" in s ? s.version : 0).sort(), [1, 2, 3, 4]);
+    assertEquals(await docsB.versions("principal:http:alice", "greet"), [1, 2, 3, 4]);
+    assert(await docsB.generation() >= before + 4, "every save moves the generation");
+    const latest = await docsB.latest("principal:http:alice");
+    assertEquals(latest.map((d) => [d.name, d.version]), [["greet", 4]]);
+    assertEquals((await docsA.get("principal:http:alice", "greet", 2))?.version, 2);
+    assertEquals(await docsA.save("principal:http:alice", "greet", {}, limits), { version: 5 });
+    assertEquals(await docsB.save("principal:http:alice", "greet", {}, limits), {
+      refused: "versions",
+      count: 5,
+    });
+    await docsA.save("principal:http:alice", "other", {}, limits);
+    assertEquals(await docsB.save("principal:http:alice", "third", {}, limits), {
+      refused: "names",
+      count: 2,
+    });
+    // Another scope (principal) sees none of it.
+    assertEquals(await docsB.latest("principal:http:bob"), []);
+    assertEquals(await docsB.get("principal:http:bob", "greet"), undefined);
+    assert(await docsB.remove("principal:http:alice", "greet"));
+    assertEquals(await docsA.versions("principal:http:alice", "greet"), []);
+    assertEquals(await docsA.save("principal:http:alice", "greet", {}, limits), { version: 1 });
+    assertEquals(await docsA.remove("principal:http:bob", "greet"), false);
+  },
+);
+
+contract(
+  "PendingStore: a claim may repeat the call as the client saw it, and is put back unapproved when that cannot be told",
+  async ({ a, b, keys }) => {
+    const storeA = new PendingStore(a, keys);
+    const storeB = new PendingStore(b, keys);
+    const call = { principal: "alice", fullName: "mcp__crm__email", digest: "sha256:ab" };
+    const shown = 'mcp__crm__email {"to":"jane@example.org"}';
+    const seen = 'mcp__crm__email {"to":"<email_1>"}';
+    const id = await storeA.add(call, shown);
+    const failing = () => Promise.reject(new CodeExecutorError("StateUnavailable", "away"));
+    await assertRejects(() => storeB.approve("alice", [{ id, call: seen }], failing));
+    assertEquals(await storeA.take(call), false, "an approval was assumed");
+    const forms = (text: string) =>
+      Promise.resolve([text, text.replace("jane@example.org", "<email_1>")]);
+    const [result] = await storeB.approve("alice", [{ id, call: seen }], forms);
+    assertEquals(result.ok, true, result.text);
+    assertEquals(await storeA.take(call), true);
+    assertEquals(await storeB.take(call), false, "used once");
   },
 );

@@ -5,12 +5,17 @@
  *
  * @module
  */
-import { Buffer } from "node:buffer";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import { Redis } from "ioredis";
 import { assert, assertEquals, assertMatch, assertRejects } from "./_assert.ts";
-import { freePort, hasRedisServer, REDIS_MISSING, RedisServer } from "./_redis.ts";
+import {
+  dumpStore,
+  freePort,
+  hasRedisServer,
+  REDIS_MISSING,
+  RedisServer,
+  secretForms,
+} from "./_redis.ts";
 import { loadSettings, resolveSettings, SettingsError } from "../src/config/settings.ts";
 import { CodeExecutorError } from "../src/errors.ts";
 import { signForward, verifyForward } from "../src/state/forward.ts";
@@ -237,23 +242,6 @@ Deno.test({
   },
 });
 
-/** Every way a secret could sit in the store in a recognisable form. */
-function forms(secret: string): Array<[string, Buffer]> {
-  const sha = createHash("sha256").update(secret).digest();
-  const out: Array<[string, Buffer]> = [
-    ["plain", Buffer.from(secret)],
-    ["lower case", Buffer.from(secret.toLowerCase())],
-    ["base64", Buffer.from(Buffer.from(secret).toString("base64").replace(/=+$/, ""))],
-    ["base64url", Buffer.from(Buffer.from(secret).toString("base64url"))],
-    ["sha256 raw", sha],
-    ["sha256 hex", Buffer.from(sha.toString("hex"))],
-    ["sha256 base64", Buffer.from(sha.toString("base64").replace(/=+$/, ""))],
-    ["sha256 base64url", Buffer.from(sha.toString("base64url"))],
-    ["sha256: digest", Buffer.from(`sha256:${sha.toString("hex")}`)],
-  ];
-  return out;
-}
-
 Deno.test({
   name:
     "the store's keys and values hold no personal value, token, principal, or plain hash of one",
@@ -320,7 +308,7 @@ Deno.test({
       assert(dump.length > 20, `${dump.length} keys and members`);
       const found: string[] = [];
       for (const secret of secrets) {
-        for (const [form, needle] of forms(secret)) {
+        for (const [form, needle] of secretForms(secret)) {
           if (dump.some((blob) => blob.includes(needle))) found.push(`${form} of ${secret}`);
         }
       }
@@ -328,31 +316,3 @@ Deno.test({
       await share?.release();
     }),
 });
-
-/** Every key, member, field and value in the store, as bytes. */
-async function dumpStore(url: string): Promise<Buffer[]> {
-  const client = new Redis(url, { lazyConnect: true });
-  await client.connect();
-  try {
-    const out: Buffer[] = [];
-    let cursor = "0";
-    do {
-      const [next, keys] = await client.scanBuffer(cursor, "COUNT", 1000);
-      cursor = String(next);
-      for (const key of keys) {
-        out.push(key);
-        const type = await client.type(key);
-        if (type === "string") out.push((await client.getBuffer(key))!);
-        else if (type === "zset") out.push(...await client.zrangeBuffer(key, "0", "-1"));
-        else if (type === "hash") {
-          for (const [field, value] of Object.entries(await client.hgetallBuffer(key))) {
-            out.push(Buffer.from(field), value);
-          }
-        } else throw new Error(`unexpected ${type} at ${key}`);
-      }
-    } while (cursor !== "0");
-    return out;
-  } finally {
-    await client.quit();
-  }
-}

@@ -12,6 +12,8 @@ import { Executor } from "../exec/executor.ts";
 import { createLogger, flushLogs, type Logger } from "../log.ts";
 import { Metrics } from "../metrics.ts";
 import { startHttpEndpoint } from "../server/http.ts";
+import { defaultReplicaId } from "../server/forwarding.ts";
+import { openSharedState, type SharedState } from "../state/shared_state.ts";
 import { type CodeExecutorServer, createServer } from "../server/server.ts";
 import { LineStdioServerTransport } from "../server/stdio_transport.ts";
 import { type Hub, openHub } from "../upstream/hub.ts";
@@ -39,6 +41,8 @@ interface Services {
   audit: AuditLog | undefined;
   /** Saved skills (served as MCP Agent Skills, found by search_tools). */
   skills: SkillStore;
+  /** What replicas share: in the store of `state.url`, or in this process. */
+  shared: SharedState;
   /** Called when the upstream tool lists change. */
   onChange: { handler: () => void };
   /** What `/metrics` serves (`serve --http` unless `http.metrics` is `off`). */
@@ -63,9 +67,36 @@ async function openServices(options: ServeOptions, log: Logger): Promise<Service
       ...loaded.http,
       ...(options.host ? { host: options.host } : {}),
       ...(options.port !== undefined ? { port: options.port } : {}),
+      // Replicas sharing a store forward to each other by name: each needs its own.
+      ...(loaded.state.url !== undefined && !loaded.http.replicaId
+        ? { replicaId: defaultReplicaId() }
+        : {}),
     },
   };
   log.info(`settings from ${sources.length ? sources.join(", ") : "defaults"}`);
+  const metrics = options.http && settings.http.metrics !== "off"
+    ? await Metrics.create()
+    : undefined;
+  // First: a store that cannot be reached stops the start before anything is spawned.
+  const shared = await openSharedState(settings, { onRoundTrip: metrics?.storeRoundTrip });
+  if (shared.store.kind !== "memory") {
+    log.info(`shared state: ${shared.store.where}`);
+    metrics?.watch({ store: shared.store });
+  }
+  try {
+    return await openWithState(options, settings, log, { shared, metrics });
+  } catch (error) {
+    await shared.close();
+    throw error;
+  }
+}
+
+async function openWithState(
+  options: ServeOptions,
+  settings: Settings,
+  log: Logger,
+  { shared, metrics }: { shared: SharedState; metrics: Metrics | undefined },
+): Promise<Services> {
   const upstream = await discoverUpstreams({ configPaths: options.configPaths });
   for (const broken of upstream.broken) log.warn(broken.error);
   for (const warning of configWarnings(upstream)) log.warn(warning);
@@ -78,9 +109,6 @@ async function openServices(options: ServeOptions, log: Logger): Promise<Service
     log.info(`upstream servers: ${upstream.servers.map((s) => s.name).join(", ")}`);
   }
   const onChange = { handler: () => {} };
-  const metrics = options.http && settings.http.metrics !== "off"
-    ? await Metrics.create()
-    : undefined;
   const hub = await openHub(upstream, settings, {
     log,
     cacheDir: cacheDir(),
@@ -99,15 +127,17 @@ async function openServices(options: ServeOptions, log: Logger): Promise<Service
   const skills = new SkillStore(settings.skills, {
     log,
     personalData: personalDataFinder(settings.privacy),
+    shared: shared.store.kind === "memory" ? undefined : shared.skills,
   });
-  const executor = await Executor.create(settings, { log, hub, audit, skills, metrics });
-  return { settings, log, hub, executor, audit, skills, onChange, metrics };
+  const executor = await Executor.create(settings, { log, hub, audit, skills, shared, metrics });
+  return { settings, log, hub, executor, audit, skills, shared, onChange, metrics };
 }
 
 /** Stops the executor, the upstream servers and the logs, then exits. */
 async function shutDown(services: Services): Promise<never> {
   await services.executor.close();
   await services.hub.close();
+  await services.shared.close().catch(() => {});
   await services.audit?.flush();
   await flushLogs();
   Deno.exit(0);
@@ -153,7 +183,7 @@ function serveOnStdio(services: Services): void {
 }
 
 async function serveOnHttp(services: Services): Promise<void> {
-  const { settings, log, executor, hub, skills } = services;
+  const { settings, log, executor, hub, skills, shared } = services;
   const ready = () =>
     hub.catalog.summary().every((server) => server.tools !== undefined || server.error);
   // List every server now, so that /readyz turns ready without waiting for a first call.
@@ -166,6 +196,7 @@ async function serveOnHttp(services: Services): Promise<void> {
     env: Deno.env.toObject(),
     log,
     ready,
+    shared,
     metrics: services.metrics,
   });
   services.onChange.handler = () => endpoint.toolsChanged();
@@ -214,6 +245,7 @@ export async function serve(options: ServeOptions): Promise<void> {
   } catch (error) {
     await services.executor.close();
     await services.hub.close();
+    await services.shared.close().catch(() => {});
     throw error;
   }
   await new Promise(() => {});

@@ -119,6 +119,8 @@ export const ENV_OVERRIDES: ReadonlyArray<[string, string[], EnvParser]> = [
   ["CODE_EXECUTOR_HTTP_ALLOWED_ORIGINS", ["http", "allowedOrigins"], toHostList],
   ["CODE_EXECUTOR_HTTP_DRAIN_MS", ["http", "drainMs"], toInt],
   ["CODE_EXECUTOR_HTTP_REPLICA_ID", ["http", "replicaId"], (raw) => raw.trim()],
+  ["CODE_EXECUTOR_HTTP_INTERNAL_URL", ["http", "internalUrl"], (raw) => raw.trim()],
+  ["CODE_EXECUTOR_HTTP_FORWARD_TIMEOUT_MS", ["http", "forwardTimeoutMs"], toInt],
   ["CODE_EXECUTOR_HTTP_METRICS", ["http", "metrics"], (raw) => raw.trim().toLowerCase()],
   ["CODE_EXECUTOR_HTTP_METRICS_PORT", ["http", "metricsPort"], toInt],
   ["CODE_EXECUTOR_OAUTH_ISSUER", ["http", "oauth", "issuer"], (raw) => raw],

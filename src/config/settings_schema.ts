@@ -42,14 +42,15 @@ const LimitsSchema = z.object({
   }),
   executionsPerMinute: z.number().int().min(0).default(0).meta({
     description:
-      "Executions started per minute, across callers; 0 is unlimited. A refusal says when to retry.",
+      "Executions started per minute, across callers (and across replicas with `state.url`); 0 is unlimited. A refusal says when to retry.",
   }),
   principalExecutionsPerMinute: z.number().int().min(0).default(0).meta({
-    description: "Executions one principal (an HTTP caller) may start per minute; 0 is unlimited.",
+    description:
+      "Executions one principal (an HTTP caller) may start per minute (across replicas with `state.url`); 0 is unlimited.",
   }),
   principalMaxConcurrent: z.number().int().min(0).default(0).meta({
     description:
-      "Executions one HTTP principal may hold at once, parked and held runs included; 0 is half of `limits.maxConcurrent` (at least 1), so that one principal always leaves slots for others. Free slots go first to the waiting principal with the fewest runs. `local` (stdio, HTTP without auth) is alone in its process and may use every slot.",
+      "Executions one HTTP principal may hold at once, parked and held runs included; 0 is half of `limits.maxConcurrent` (at least 1), so that one principal always leaves slots for others. Free slots go first to the waiting principal with the fewest runs. `local` (stdio, HTTP without auth) is alone in its process and may use every slot. With `state.url`, a value set here holds across replicas as well (a run waits, queued, for its principal's place); the default is a share of each replica's slots.",
   }),
   maxParkedMs: positiveInt.default(300_000).meta({
     description:
@@ -280,7 +281,15 @@ const HttpSchema = z.object({
     'must be 1 to 63 letters, digits, "_" or "-" (it starts session ids, before a ".")',
   ).optional().meta({
     description:
-      "Behind a load balancer, this replica's name: the 2025-era session ids it mints start with `<replicaId>.`, so that the balancer can route a session to its replica by that prefix.",
+      "Behind a load balancer, this replica's name: the 2025-era session ids it mints start with `<replicaId>.`, and its parked runs' `requestState` names it, so that a request for them that reaches another replica is forwarded here (with `state.url`). Unique per replica; with `state.url` and unset, `<hostname>-<6 random hex digits>`.",
+  }),
+  internalUrl: z.url().optional().meta({
+    description:
+      "With `state.url`: the URL of this replica's MCP endpoint for the other replicas, which forward to it the requests for the live state it holds (its parked runs, Python sessions and 2025-era sessions). Registered in the store with a heartbeat; its host is accepted in `Host`. Unset: `http://<http.host>:<port><http.path>`, a wildcard host (0.0.0.0, ::) replaced by this machine's first non-loopback address.",
+  }),
+  forwardTimeoutMs: positiveInt.default(30_000).meta({
+    description:
+      "How long a replica waits for the owner of live state to take a forwarded request (the owner answers it with an event stream at once), and the longest silence of that stream beyond its 15 s keep-alives; past either the caller gets `ReplicaUnreachableError`, and nothing is sent again.",
   }),
   drainMs: z.number().int().min(0).default(10_000).meta({
     description:
@@ -491,7 +500,7 @@ const StateSchema = z.object({
     "must be a redis:// or rediss:// URL, for example redis://127.0.0.1:6379",
   ).optional().meta({
     description:
-      "The shared state store of replicas behind one endpoint: a Redis 7 or Valkey URL, `redis://[user:password@]host:port[/db]` or `rediss://…` (TLS). Placeholders, kept outputs, pending approvals and per-principal limits are then shared by every replica using it. Unset: all of it stays in this process (one machine). Needs `state.key`.",
+      "The shared state store of replicas behind one endpoint: a Redis 7 or Valkey URL, `redis://[user:password@]host:port[/db]` or `rediss://…` (TLS). Placeholders, kept outputs, pending approvals, per-principal limits and HTTP principals' skills are then shared by every replica using it; skills live as long as the store keeps its data (give it persistence, `appendonly yes`, for them to outlive a restart). Unset: all of it stays in this process (one machine). Needs `state.key`.",
   }),
   key: z.string().min(32).optional().meta({
     description:

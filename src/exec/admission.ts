@@ -2,12 +2,19 @@
  * Admission control: what a run must pass before a sandbox is given to it (code size, timeout,
  * LLM caps, executions per minute), and the concurrency limit with its bounded queue.
  *
+ * With the shared state store (`state.url`), executions per minute are counted across the
+ * replicas, and an HTTP principal's `limits.principalMaxConcurrent` (when the admin set it) holds
+ * across them as a lease per run: a run waits, queued, for its place there before it takes a
+ * slot here. A limit that is set is never assumed: while the store cannot count it, runs are
+ * refused with `StateUnavailable`; limits that are not set need no store.
+ *
  * @module
  */
 import type { Settings } from "../config/settings.ts";
 import { RateLimiter } from "../policy/tool_policy.ts";
 import { cancelled, CodeExecutorError } from "../errors.ts";
-import { principalShare } from "../principals.ts";
+import { isHttpPrincipal, principalShare } from "../principals.ts";
+import type { ConcurrencyShare, SharedRate, ShareHold } from "../state/limits.ts";
 
 /** What a caller asked for, as far as admission is concerned. */
 export interface AdmissionRequest {
@@ -137,6 +144,19 @@ class FairSlots {
   }
 }
 
+/** The limits counted in the shared state store (`state.url`). */
+export interface SharedLimits {
+  /** `limits.principalExecutionsPerMinute`, per principal, across replicas. */
+  principalRate: SharedRate;
+  /** `limits.executionsPerMinute`, across replicas. */
+  serverRate: SharedRate;
+  /** `limits.principalMaxConcurrent`, per HTTP principal, across replicas. */
+  concurrency: ConcurrencyShare;
+}
+
+/** The longest pause between two tries for a place in a principal's share across replicas. */
+const SHARE_POLL_MAX_MS = 200;
+
 /**
  * Decides whether a run may start and when: the admin's limits on one run, the rate of
  * executions, and how many run at once (the rest wait in a bounded queue).
@@ -146,13 +166,17 @@ export class Admission {
   #slots: FairSlots;
   #starts: RateLimiter;
   #principalStarts: RateLimiter;
+  #shared: SharedLimits | undefined;
+  /** Runs per principal waiting for a place in their share across replicas. */
+  #waitingShare = new Map<string, number>();
 
   /**
    * Sets up the slots, queue and rate window from the admin's limits; nothing runs yet.
    *
    * @param settings The admin's settings (`limits`, `sampling`).
+   * @param shared The limits counted across replicas (`state.url`); this process's otherwise.
    */
-  constructor(settings: Settings) {
+  constructor(settings: Settings, shared?: SharedLimits) {
     this.#settings = settings;
     const limits = settings.limits;
     this.#slots = new FairSlots(
@@ -162,6 +186,7 @@ export class Admission {
     );
     this.#starts = new RateLimiter(limits.executionsPerMinute);
     this.#principalStarts = new RateLimiter(limits.principalExecutionsPerMinute);
+    this.#shared = shared;
   }
 
   /**
@@ -193,33 +218,84 @@ export class Admission {
 
   /**
    * Takes one start from the executions-per-minute budgets (the server's and the principal's),
-   * then waits for a free slot.
+   * then waits for a free slot (and, across replicas, for a place in the principal's share).
    *
    * @param principal Who runs: `local` on stdio, the token's principal over HTTP.
    * @param signal Aborting it leaves the queue.
    * @returns The slot; call it to release.
-   * @throws {CodeExecutorError} Over a rate, with the principal's queue full, or when cancelled.
+   * @throws {CodeExecutorError} Over a rate, with the principal's queue full, or when cancelled;
+   *   `StateUnavailable` when a limit counted across replicas cannot be counted.
    */
   async enter(principal: string, signal?: AbortSignal): Promise<Release> {
-    const own = this.#principalStarts.take(principal);
+    const limits = this.#settings.limits;
+    const shared = this.#shared;
+    const own = shared
+      ? await shared.principalRate.take(principal)
+      : this.#principalStarts.take(principal);
     if (own !== undefined) {
       throw new CodeExecutorError(
         "RateLimitError",
-        `Too many executions: the admin allows ${this.#settings.limits.principalExecutionsPerMinute} per minute per caller (limits.principalExecutionsPerMinute); retry in ${
-          Math.ceil(own / 1000)
-        } s`,
+        `Too many executions: the admin allows ${limits.principalExecutionsPerMinute} per minute per caller (limits.principalExecutionsPerMinute${
+          shared ? ", across the replicas" : ""
+        }); retry in ${Math.ceil(own / 1000)} s`,
       );
     }
-    const wait = this.#starts.take("executions");
+    const wait = shared
+      ? await shared.serverRate.take("executions")
+      : this.#starts.take("executions");
     if (wait !== undefined) {
       throw new CodeExecutorError(
         "RateLimitError",
-        `Too many executions: the admin allows ${this.#settings.limits.executionsPerMinute} per minute (limits.executionsPerMinute); retry in ${
-          Math.ceil(wait / 1000)
-        } s`,
+        `Too many executions: the admin allows ${limits.executionsPerMinute} per minute (limits.executionsPerMinute${
+          shared ? ", across the replicas" : ""
+        }); retry in ${Math.ceil(wait / 1000)} s`,
       );
     }
-    return await this.#slots.acquire(principal, signal);
+    const place = shared && isHttpPrincipal(principal) && limits.principalMaxConcurrent > 0
+      ? await this.#sharePlace(shared.concurrency, principal, signal)
+      : undefined;
+    try {
+      const release = await this.#slots.acquire(principal, signal);
+      if (!place) return release;
+      return () => {
+        release();
+        place.release().catch(() => {});
+      };
+    } catch (error) {
+      place?.release().catch(() => {});
+      throw error;
+    }
+  }
+
+  /** Waits, queued, for a place in the principal's share across replicas. */
+  async #sharePlace(
+    share: ConcurrencyShare,
+    principal: string,
+    signal?: AbortSignal,
+  ): Promise<ShareHold> {
+    const first = await share.take(principal);
+    if (first) return first;
+    const waiting = this.#waitingShare.get(principal) ?? 0;
+    const maxQueued = this.#settings.limits.maxQueued;
+    if (waiting >= maxQueued) {
+      throw new CodeExecutorError(
+        "QueueFullError",
+        `Too many executions: ${waiting} of yours are already queued (limits.maxQueued) behind limits.principalMaxConcurrent (${this.#settings.limits.principalMaxConcurrent}, across the replicas); retry when earlier runs finish`,
+      );
+    }
+    this.#waitingShare.set(principal, waiting + 1);
+    try {
+      // Places free on any replica, so this one asks again, sooner at first.
+      for (let pause = 10;; pause = Math.min(pause * 2, SHARE_POLL_MAX_MS)) {
+        await sleep(pause, signal);
+        const hold = await share.take(principal);
+        if (hold) return hold;
+      }
+    } finally {
+      const left = (this.#waitingShare.get(principal) ?? 1) - 1;
+      if (left > 0) this.#waitingShare.set(principal, left);
+      else this.#waitingShare.delete(principal);
+    }
   }
 
   /** Runs waiting for a slot (`limits.maxConcurrent`), every principal's. */
@@ -252,4 +328,20 @@ export class Admission {
     }
     return caps;
   }
+}
+
+/** Waits `ms`, or rejects with `Cancelled` when the signal aborts. */
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(cancelled(signal, { during: "while queued" }));
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(cancelled(signal, { during: "while queued" }));
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
 }

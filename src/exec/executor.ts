@@ -10,7 +10,12 @@ import { CodeExecutorError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { Metrics } from "../metrics.ts";
 import { explainDenied } from "../policy/denied_access.ts";
-import { ApprovalPolicy, PendingApprovals } from "../policy/approvals.ts";
+import {
+  ApprovalPolicy,
+  localPendingCalls,
+  PendingApprovals,
+  type PendingCalls,
+} from "../policy/approvals.ts";
 import { type GrantedPermissions, narrowPermissions } from "../policy/permissions.ts";
 import { LOCAL_PRINCIPAL } from "../principals.ts";
 import { HostPrivacy } from "../privacy/host.ts";
@@ -18,11 +23,12 @@ import type { StdoutTokenizer } from "../privacy/stream.ts";
 import type { RunTokenizer } from "../privacy/tokenizer.ts";
 import { createProviderBackend } from "../sampling/providers.ts";
 import type { SkillLanguage, SkillStore } from "../skills/store.ts";
+import type { SharedState } from "../state/shared_state.ts";
 import { Admission } from "./admission.ts";
 import { removeStaleDirs, sandboxLocations } from "./child/files.ts";
 import { ChildReaper } from "./child/reaper.ts";
 import { startRuntimes } from "./languages.ts";
-import { type KeptOutput, OutputStore, RunOutputs } from "./output_store.ts";
+import { type KeptOutput, type OutputKeeper, OutputStore, RunOutputs } from "./output_store.ts";
 import { ParkedRuns } from "./parked_runs.ts";
 import { type RequestServices, serveRequests } from "./requests/router.ts";
 import { type ExecutionResult, tokenizeResult } from "./result.ts";
@@ -35,6 +41,8 @@ import {
 } from "./run.ts";
 import { recordRun } from "./run_audit.ts";
 import type { LanguageRuntime, Lease } from "./runtime.ts";
+import { sharedPendingCalls } from "./shared_approvals.ts";
+import { SharedRunOutputs } from "./shared_outputs.ts";
 
 /** The default profile: a child's own workspace and nothing else. */
 const NO_GRANTS: GrantedPermissions = { net: [], read: [], write: [], deny: [] };
@@ -71,6 +79,8 @@ export class Executor {
   #services: RequestServices;
   #parked: ParkedRuns;
   #outputs: OutputStore;
+  /** What replicas share, when it is in a store of its own (`state.url`). */
+  #shared: SharedState | undefined;
   #runtimes!: Record<SkillLanguage, LanguageRuntime>;
   #reaper: ChildReaper;
   #metrics: Metrics | undefined;
@@ -80,10 +90,20 @@ export class Executor {
 
   private constructor(settings: Settings, options: ExecutorOptions) {
     this.#settings = settings;
+    // The in-process records are today's classes, with no round trip; the store's are used only
+    // when replicas share one.
+    const shared = this.#shared = options.shared?.store.kind === "memory"
+      ? undefined
+      : options.shared;
     // First: an invalid `privacy` setting fails the start before any child is spawned.
-    this.#privacy = new HostPrivacy(settings.privacy, settings.limits.maxOutputBytes, options.log);
+    this.#privacy = new HostPrivacy(
+      settings.privacy,
+      settings.limits.maxOutputBytes,
+      options.log,
+      shared?.vault,
+    );
     this.#log = options.log;
-    this.#admission = new Admission(settings);
+    this.#admission = new Admission(settings, shared);
     const provider = settings.sampling.provider;
     this.#services = {
       settings,
@@ -93,14 +113,16 @@ export class Executor {
       fallback: provider ? createProviderBackend(provider) : undefined,
       scrubPersonalData: this.#privacy.scrubSampling,
       approvals: new ApprovalPolicy(settings.approvals),
-      pending: new PendingApprovals(options.audit),
+      pending: shared
+        ? sharedPendingCalls(shared.approvals, options.audit)
+        : localPendingCalls(new PendingApprovals(options.audit)),
     };
     this.#outputs = new OutputStore({
       ...settings.outputs,
       previewChars: settings.limits.previewChars,
     });
     this.#parked = new ParkedRuns(
-      settings.approvals.stateKey,
+      settings.approvals.stateKey ?? options.shared?.keys.requestState,
       settings.http.replicaId,
       settings.limits.maxParkedMs,
     );
@@ -141,14 +163,31 @@ export class Executor {
     return this.#services.skills;
   }
 
-  /** Calls refused for want of a person, and their one-time approvals (`approve_pending_calls`). */
-  get pendingApprovals(): PendingApprovals {
+  /**
+   * Calls refused for want of a person, and their one-time approvals (`approve_pending_calls`):
+   * this process's, or the shared store's.
+   */
+  get pendingCalls(): PendingCalls {
     return this.#services.pending;
   }
 
-  /** Outputs kept past their cap, for `resources/read`. */
+  /** Outputs kept past their cap in this process (without `state.url`). */
   get outputs(): OutputStore {
     return this.#outputs;
+  }
+
+  /**
+   * The kept outputs a principal may read (`resources/list`), kept through any replica with
+   * `state.url`.
+   *
+   * @param principal Who asks.
+   * @returns Their descriptions, oldest first.
+   * @throws {CodeExecutorError} `StateUnavailable`.
+   */
+  async listOutputs(principal: string): Promise<KeptOutput[]> {
+    return this.#shared
+      ? await this.#shared.outputs.list(principal)
+      : this.#outputs.list(principal);
   }
 
   /**
@@ -159,13 +198,18 @@ export class Executor {
    * @param idOrUri The output's id or URI.
    * @param principal Who asks.
    * @returns The output and its text.
-   * @throws {CodeExecutorError} `OutputNotFound` or `OutputAccessDenied`.
+   * @throws {CodeExecutorError} `OutputNotFound` or `OutputAccessDenied`; `StateUnavailable`.
    */
-  readOutputForClient(idOrUri: string, principal: string): KeptOutput & { text: string } {
-    const output = this.#outputs.read(idOrUri, principal);
+  async readOutputForClient(
+    idOrUri: string,
+    principal: string,
+  ): Promise<KeptOutput & { text: string }> {
+    const output = this.#shared
+      ? await this.#shared.outputs.read(idOrUri, principal)
+      : this.#outputs.read(idOrUri, principal);
     // An image's base64 is not text: a placeholder in it would break the image.
     if (output.part === "image") return output;
-    return { ...output, text: this.#privacy.forClient(output.text, principal) };
+    return { ...output, text: await this.#privacy.forClient(output.text, principal) };
   }
 
   /**
@@ -175,8 +219,10 @@ export class Executor {
    * @param text The text.
    * @param principal Who reads it.
    * @returns The text to send.
+   * @throws {CodeExecutorError} `StateUnavailable` when the shared store's placeholders cannot
+   *   be used (nothing may be sent then).
    */
-  tokenizeForClient(text: string, principal: string): string {
+  tokenizeForClient(text: string, principal: string): Promise<string> {
     return this.#privacy.forClient(text, principal);
   }
 
@@ -252,11 +298,14 @@ export class Executor {
         settings: this.#settings,
       });
     if (denied) result = { ...result, error: denied };
-    if (tokenizer) result = await tokenizeResult(result, tokenizer, run.stdout);
+    if (tokenizer) {
+      result = await tokenizeResult(result, tokenizer, run.stdout)
+        .catch((error) => withheld(result, error));
+    }
     const audit = this.#services.audit;
     if (audit) {
       const { session, allowedTools } = options;
-      recordRun(audit, { ...run, session, allowedTools, settings: this.#settings, result });
+      await recordRun(audit, { ...run, session, allowedTools, settings: this.#settings, result });
     }
     this.#metrics?.runEnded(language, result.error?.type, (performance.now() - called) / 1000);
     return result;
@@ -287,7 +336,14 @@ export class Executor {
       ? AbortSignal.any([options.signal, this.#closing.signal])
       : this.#closing.signal;
     const release = await this.#admission.enter(principal, signal);
-    const outputs = new RunOutputs(this.#outputs, principal);
+    const outputs: OutputKeeper = this.#shared
+      ? new SharedRunOutputs(this.#shared.outputs, {
+        principal,
+        // Past the run's deadline, with room for its holds: a dead replica's bytes come back.
+        leaseMs: timeoutMs + 60_000,
+        previewChars: this.#outputs.previewChars,
+      })
+      : new RunOutputs(this.#outputs, principal);
     const ended = new AbortController();
     const hold = options.hold ?? new RunHold();
     let leased: Lease | undefined;
@@ -335,7 +391,7 @@ export class Executor {
         timeoutMs: Math.max(1, timeoutMs - Math.round(performance.now() - started)),
         reportedTimeoutMs: timeoutMs,
         maxOutputBytes: this.#settings.limits.maxOutputBytes,
-        keep: this.#outputs.maxBytes > 0 ? outputs : undefined,
+        keep: outputs.maxBytes > 0 ? outputs : undefined,
         watchStdout: run.stdout,
         signal,
         onRequest: served.onRequest,
@@ -403,4 +459,24 @@ export class Executor {
     ]);
     this.#outputs.close();
   }
+}
+
+/**
+ * A result that cannot be shown because its personal data could not be replaced by placeholders
+ * (the shared store is away): nothing of it is, only why.
+ */
+function withheld(result: ExecutionResult, error: unknown): ExecutionResult {
+  const cause = CodeExecutorError.from(error, "StateUnavailable");
+  return {
+    ok: false,
+    stdout: "",
+    stderr: "",
+    durationMs: result.durationMs,
+    toolCalls: [],
+    error: new CodeExecutorError(
+      "StateUnavailable",
+      `The run ended, but its result is withheld: its personal data could not be replaced by placeholders (privacy.tokenize). ${cause.message}`,
+      { cause },
+    ).toInfo(),
+  };
 }

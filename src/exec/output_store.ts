@@ -236,8 +236,40 @@ export class OutputStore {
   }
 }
 
+/**
+ * What one run keeps its outputs in: {@linkcode RunOutputs} in this process, or the shared state
+ * store's (`state.url`, src/exec/shared_outputs.ts). The captures of a run reserve as they read
+ * (synchronously: a frame is not held up), the result keeps what passed the cap.
+ */
+export interface OutputKeeper {
+  /** The largest output kept. */
+  readonly maxBytes: number;
+  /** Characters a result shows of its kept parts together. */
+  readonly previewChars: number;
+  /**
+   * Reserves room for bytes this run may keep.
+   *
+   * @returns False when there is no room for them.
+   */
+  reserve(bytes: number): boolean;
+  /**
+   * Keeps one part whose bytes this run reserved (an image with its type); fails when it cannot
+   * be kept after all.
+   */
+  keep(
+    part: OutputPart,
+    text: string,
+    bytes: number,
+    mimeType?: string,
+  ): KeptOutput | Promise<KeptOutput>;
+  /** Answers `readOutput(id)` from the run's code (untrusted frame). */
+  answer(frame: Record<string, unknown>): Promise<object>;
+  /** Gives back what was reserved and not kept. */
+  release(): void;
+}
+
 /** The outputs of one run: its reservations, released on every path, and what it kept. */
-export class RunOutputs {
+export class RunOutputs implements OutputKeeper {
   readonly #store: OutputStore;
   readonly #principal: string;
   #reserved = 0;
@@ -297,24 +329,38 @@ export class RunOutputs {
    * @returns The reply: the text, or an error the code can catch.
    */
   answer(frame: Record<string, unknown>): Promise<object> {
-    try {
-      const name = frame.name;
-      if (typeof name !== "string" || name.length === 0 || name.length > 200) {
-        throw new CodeExecutorError(
-          "TypeError",
-          "readOutput(id) takes the id (or URI) of a kept output, a string",
-        );
-      }
-      return Promise.resolve({ ok: true, value: this.#store.read(name, this.#principal).text });
-    } catch (error) {
-      return Promise.resolve((error as CodeExecutorError).toReply());
-    }
+    return answerReadOutput(frame, (name) => this.#store.read(name, this.#principal).text);
   }
 
   /** Gives back what was reserved and not kept. */
   release(): void {
     this.#store.release(this.#reserved);
     this.#reserved = 0;
+  }
+}
+
+/**
+ * Answers `readOutput(id)` / `read_output(id)` from a run's code.
+ *
+ * @param frame The request frame (untrusted): the id, or the URI, in `name`.
+ * @param read The whole text of the principal's output of that name.
+ * @returns The reply: the text, or an error the code can catch.
+ */
+export async function answerReadOutput(
+  frame: Record<string, unknown>,
+  read: (name: string) => string | Promise<string>,
+): Promise<object> {
+  try {
+    const name = frame.name;
+    if (typeof name !== "string" || name.length === 0 || name.length > 200) {
+      throw new CodeExecutorError(
+        "TypeError",
+        "readOutput(id) takes the id (or URI) of a kept output, a string",
+      );
+    }
+    return { ok: true, value: await read(name) };
+  } catch (error) {
+    return CodeExecutorError.from(error, "StateUnavailable").toReply();
   }
 }
 
@@ -336,6 +382,8 @@ export interface ShownParts {
   stderr: string;
   /** The parts kept whole. */
   outputs: KeptOutput[];
+  /** Why a part past the cap could not be kept after all (the shared store): the run fails. */
+  error?: CodeExecutorError;
 }
 
 /**
@@ -349,10 +397,11 @@ export interface ShownParts {
  *   stream gives its share back).
  * @param parts The two streams and a kept return value's JSON.
  * @param cleanStderr Rewrites stderr (the code's own line numbers), before it is shown or kept.
- * @returns What the result shows and names.
+ * @returns What the result shows and names; with `error` and no outputs when one part could not
+ *   be kept (the previews are shown all the same).
  */
-export function keepParts(
-  keep: RunOutputs | undefined,
+export async function keepParts(
+  keep: OutputKeeper | undefined,
   room: number,
   parts: {
     stdout: CapturedPart;
@@ -360,7 +409,7 @@ export function keepParts(
     returnValue?: { text: string; bytes: number };
   },
   cleanStderr?: (text: string) => string,
-): ShownParts {
+): Promise<ShownParts> {
   parts = { ...parts, stderr: cleaned(parts.stderr, cleanStderr) };
   const { stdout, stderr, returnValue } = parts;
   const shown: ShownParts = { stdout: stdout.text, stderr: stderr.text, outputs: [] };
@@ -376,12 +425,17 @@ export function keepParts(
     chars -= preview.length;
     shown[name] = preview;
   });
-  for (const name of ["stdout", "stderr"] as const) {
-    const part = parts[name];
-    if (part.kept) shown.outputs.push(keep.keep(name, part.text, part.bytes));
-  }
-  if (returnValue) {
-    shown.outputs.push(keep.keep("returnValue", returnValue.text, returnValue.bytes));
+  try {
+    for (const name of ["stdout", "stderr"] as const) {
+      const part = parts[name];
+      if (part.kept) shown.outputs.push(await keep.keep(name, part.text, part.bytes));
+    }
+    if (returnValue) {
+      shown.outputs.push(await keep.keep("returnValue", returnValue.text, returnValue.bytes));
+    }
+  } catch (error) {
+    // A link to an output that is not kept must not be shown; those kept before it expire.
+    return { ...shown, outputs: [], error: CodeExecutorError.from(error, "StateUnavailable") };
   }
   return shown;
 }

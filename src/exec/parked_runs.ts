@@ -7,9 +7,12 @@
  *
  * The `requestState` is `v1.<payload>.<mac>`: base64url JSON `{r, n, p, a, e}` (run id, round,
  * principal, digest of the tool call, expiry) and its HMAC-SHA256 under the server's key
- * (`approvals.stateKey`, shared by replicas; a random key per process when unset). A retry is
- * accepted only with a valid MAC, before the expiry, from the same principal, for the same tool
- * call, for the run's current round, while the run is parked: each state is good for one retry.
+ * (`approvals.stateKey`, else the key derived from `state.key`: both shared by replicas; a random
+ * key per process without either). A retry is accepted only with a valid MAC, before the expiry,
+ * from the same principal, for the same tool call, for the run's current round, while the run is
+ * parked: each state is good for one retry. The state also names the run's replica
+ * (`http.replicaId`), so that a retry that reaches another replica is forwarded to this one
+ * (`src/server/forwarding.ts`).
  *
  * @module
  */
@@ -312,22 +315,42 @@ export class ParkedRuns {
   /**
    * Creates the registry.
    *
-   * @param secret `approvals.stateKey`; a random key for this process when absent.
+   * @param secret `approvals.stateKey`, or a raw HMAC-SHA256 key (the one derived from
+   *   `state.key`, which every replica shares); a random key for this process when absent.
    * @param replica `http.replicaId`, named in each state so that a retry at another replica is
-   *   told where its run is.
+   *   sent to the run's replica, or told where its run is.
    * @param maxParkedMs `limits.maxParkedMs`: the most time a run may spend parked in all, from
    *   its first question; no bound when absent.
    */
-  constructor(secret: string | undefined, replica?: string, maxParkedMs = Infinity) {
+  constructor(
+    secret: string | Uint8Array<ArrayBuffer> | undefined,
+    replica?: string,
+    maxParkedMs = Infinity,
+  ) {
     this.#replica = replica;
     this.#maxParkedMs = maxParkedMs;
-    const raw = secret !== undefined
+    const raw = typeof secret === "string"
       ? encoder.encode(secret)
-      : crypto.getRandomValues(new Uint8Array(32));
+      : secret ?? crypto.getRandomValues(new Uint8Array(32));
     this.#key = crypto.subtle.importKey("raw", raw, { name: "HMAC", hash: "SHA-256" }, false, [
       "sign",
       "verify",
     ]);
+  }
+
+  /**
+   * The replica a `requestState` names as its run's, for a retry that reached another replica.
+   *
+   * @param requestState A retry's `requestState`, as the client echoed it.
+   * @returns The replica's id, or undefined when the state names none or was not issued with
+   *   this server's key (the retry is then refused where it is).
+   */
+  async replicaOf(requestState: string): Promise<string | undefined> {
+    try {
+      return (await this.#verify(requestState)).i;
+    } catch {
+      return undefined;
+    }
   }
 
   /** Runs that wait for a client's retry, or are between two rounds. */

@@ -104,9 +104,11 @@ export async function tokenizeResult(
 ): Promise<ExecutionResult> {
   // An image's base64 is not text: a placeholder in it would break the image.
   const { stdout: shown, outputs, images, ...rest } = result;
+  // In this order, so that new values are numbered as they always were: the rest, then stdout.
+  const tokenized = await tokenizer.value(rest);
   return {
-    ...tokenizer.value(rest),
-    stdout: stdout ? await stdout.finish(shown) : tokenizer.text(shown),
+    ...tokenized,
+    stdout: stdout ? await stdout.finish(shown) : await tokenizer.text(shown),
     ...(outputs ? { outputs } : {}),
     ...(images ? { images } : {}),
   };

@@ -13,9 +13,10 @@ import type { RequestedPermissions } from "../policy/permissions.ts";
 import type { RunTokenizer } from "../privacy/tokenizer.ts";
 import type { ClientChannel } from "../sampling/channel.ts";
 import type { SkillLanguage, SkillRecord, SkillStore } from "../skills/store.ts";
+import type { SharedState } from "../state/shared_state.ts";
 import type { Hub } from "../upstream/hub.ts";
 import type { AdmittedLimits } from "./admission.ts";
-import type { RunOutputs } from "./output_store.ts";
+import type { OutputKeeper } from "./output_store.ts";
 import type { Lease } from "./runtime.ts";
 
 /**
@@ -116,6 +117,13 @@ export interface ExecutorOptions {
    * without them.
    */
   warmPools?: boolean;
+  /**
+   * What replicas share (`openSharedState`): with a store of its own (`state.url`), placeholders,
+   * kept outputs, pending approvals and the limits across replicas are kept there; in-process
+   * state, or none, keeps them in this process as on one machine. The executor keys parked runs'
+   * `requestState` with its keys unless `approvals.stateKey` is set.
+   */
+  shared?: SharedState;
   /** Where runs are counted (`/metrics`); nowhere when omitted. */
   metrics?: Metrics;
 }
@@ -141,7 +149,7 @@ export interface RunContext {
   /** Placeholders for personal data (`privacy.tokenize`), bound to the principal. */
   tokenizer?: RunTokenizer;
   /** The principal's share of the kept outputs (`readOutput`). */
-  outputs: RunOutputs;
+  outputs: OutputKeeper;
   /** What is left of the run's time. */
   remainingMs(): number;
   /** Leases a child for a skill in the other language (a nested run), with the caller's grants. */

@@ -47,8 +47,15 @@ const encoder = new TextEncoder();
  * @param audit The audit log.
  * @param entry The run.
  */
-export function recordRun(audit: AuditLog, entry: RunAuditEntry): void {
+export async function recordRun(audit: AuditLog, entry: RunAuditEntry): Promise<void> {
   const { result, executionId, settings } = entry;
+  // The values the code itself holds are written down as the placeholders the model sees; with
+  // the shared store away, the code is not written at all (its digest is).
+  const code = !settings.audit.includeCode
+    ? undefined
+    : entry.tokenizer
+    ? await entry.tokenizer.text(entry.code).catch(() => undefined)
+    : entry.code;
   const calls = result.toolCalls.slice(0, AUDIT_TOOL_CALLS_PER_RUN);
   const omitted = result.toolCalls.length - calls.length + (result.toolCallsOmitted ?? 0);
   audit.record({
@@ -58,10 +65,7 @@ export function recordRun(audit: AuditLog, entry: RunAuditEntry): void {
     language: entry.language,
     ...(entry.session ? { session: entry.session } : {}),
     codeSha256: sha256Hex(entry.code),
-    // The values the code itself holds are written down as the placeholders the model sees.
-    ...(settings.audit.includeCode
-      ? { code: entry.tokenizer ? entry.tokenizer.text(entry.code) : entry.code }
-      : {}),
+    ...(code !== undefined ? { code } : {}),
     allowedTools: entry.allowedTools ?? settings.tools.allow,
     deniedTools: settings.tools.deny,
     toolCalls: calls.map((c) => ({ name: c.name, ok: c.ok, ms: c.durationMs })),

@@ -142,6 +142,68 @@ export interface ApprovalClaim {
   call: string;
 }
 
+/** A call as pending calls and approvals name it. */
+export interface PendingCallKey {
+  /** Who made it. */
+  principal: string;
+  /** `mcp__<server>__<tool>`. */
+  fullName: string;
+  /** {@linkcode argumentDigest} of its arguments. */
+  digest: string;
+}
+
+/** The outcome of one claim of `approve_pending_calls`. */
+export interface ClaimOutcome {
+  /** The claim's id. */
+  id: string;
+  /** Whether it was approved now. */
+  ok: boolean;
+  /** The call approved, or why not. */
+  text: string;
+  /** The tool approved. */
+  fullName?: string;
+  /** The digest approved. */
+  digest?: string;
+}
+
+/**
+ * Pending calls and their one-time approvals as runs and `approve_pending_calls` use them: this
+ * process's ({@linkcode localPendingCalls}), or the shared state store's (`state.url`), where a
+ * call refused through one replica is approved through another and used once across all.
+ */
+export interface PendingCalls {
+  /** Uses up an approval of this exact call; whether there was one. */
+  take(call: PendingCallKey): Promise<boolean>;
+  /** Keeps a refused call as pending (the same call again gets the same id); returns its id. */
+  add(call: PendingCallKey, shown: string): Promise<string>;
+  /**
+   * Approves pending calls, each once (see {@linkcode PendingApprovals.approve}).
+   *
+   * @param shownAs How the refusal's text reached the client (tokenized).
+   */
+  approve(
+    principal: string,
+    claims: ApprovalClaim[],
+    shownAs?: (text: string) => Promise<string>,
+  ): Promise<ClaimOutcome[]>;
+  /** Whether the principal has a pending call or an unused approval. */
+  active(principal: string): Promise<boolean>;
+}
+
+/**
+ * The texts a claim's `call` may be to match a pending call shown as `shown`: as shown, or as the
+ * refusal's text reached the client (`shownAs`), each as it is or as it reads inside the
+ * refusal's JSON (escaped).
+ *
+ * @param shown The call as the refusal showed it.
+ * @param shownAs It as it reached the client, when that differs.
+ * @returns The accepted texts.
+ */
+export function claimForms(shown: string, shownAs?: string): string[] {
+  const texts = shownAs === undefined || shownAs === shown ? [shown] : [shown, shownAs];
+  return texts.flatMap((text) => [text, JSON.stringify(text).slice(1, -1)]);
+}
+
 /**
  * One-time approvals for clients that cannot ask their user: a refused call is kept as pending
  * under a random id; `approve_pending_calls` (which the client confirms with its user) turns it
@@ -165,6 +227,30 @@ export class PendingApprovals {
   get active(): boolean {
     this.#sweep(Date.now());
     return this.#entries.size > 0;
+  }
+
+  /**
+   * Whether one principal has a call pending or approved (and not expired).
+   *
+   * @param principal Who.
+   * @returns True while one lives.
+   */
+  activeFor(principal: string): boolean {
+    this.#sweep(Date.now());
+    for (const entry of this.#entries.values()) if (entry.principal === principal) return true;
+    return false;
+  }
+
+  /**
+   * How a principal's pending call was shown, for a claim of it.
+   *
+   * @param principal Who claims.
+   * @param id The pending call's id.
+   * @returns The text, or undefined when the principal has no such call.
+   */
+  shownOf(principal: string, id: string): string | undefined {
+    const entry = this.#entries.get(id);
+    return entry?.principal === principal ? entry.shown : undefined;
   }
 
   #sweep(now: number): void {
@@ -242,7 +328,7 @@ export class PendingApprovals {
     claims: ApprovalClaim[],
     now = Date.now(),
     shownAs?: (text: string) => string,
-  ): Array<{ id: string; ok: boolean; text: string; fullName?: string; digest?: string }> {
+  ): ClaimOutcome[] {
     this.#sweep(now);
     return claims.map(({ id, call }) => {
       const entry = this.#entries.get(id);
@@ -250,9 +336,7 @@ export class PendingApprovals {
         return { id, ok: false, text: "no such pending call (expired, used, or never made)" };
       }
       if (entry.approved) return { id, ok: false, text: "already approved" };
-      const shown = [entry.shown, ...(shownAs ? [shownAs(entry.shown)] : [])];
-      const forms = shown.flatMap((text) => [text, JSON.stringify(text).slice(1, -1)]);
-      if (!forms.includes(call)) {
+      if (!claimForms(entry.shown, shownAs?.(entry.shown)).includes(call)) {
         return { id, ok: false, text: "`call` differs from the pending call; pass it verbatim" };
       }
       entry.approved = true;
@@ -269,4 +353,28 @@ export class PendingApprovals {
       return { id, ok: true, text: entry.shown, fullName: entry.fullName, digest: entry.digest };
     });
   }
+}
+
+/**
+ * This process's pending calls as {@linkcode PendingCalls} (the default, without `state.url`).
+ *
+ * @param store The process's pending calls.
+ * @returns The same store behind the interface runs use.
+ */
+export function localPendingCalls(store: PendingApprovals): PendingCalls {
+  return {
+    take: (call) => Promise.resolve(store.take(call.principal, call.fullName, call.digest)),
+    add: (call, shown) =>
+      Promise.resolve(store.add(call.principal, call.fullName, call.digest, shown)),
+    async approve(principal, claims, shownAs) {
+      // The tokenized forms first (they may wait on the shared store), then the sync approval.
+      const tokenized = new Map<string, string>();
+      for (const { id } of claims) {
+        const shown = store.shownOf(principal, id);
+        if (shown !== undefined && shownAs) tokenized.set(shown, await shownAs(shown));
+      }
+      return store.approve(principal, claims, Date.now(), (text) => tokenized.get(text) ?? text);
+    },
+    active: (principal) => Promise.resolve(store.activeFor(principal)),
+  };
 }

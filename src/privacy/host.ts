@@ -1,7 +1,7 @@
 /**
  * The host's privacy settings in one object: what counts as personal data, the placeholders of
- * every principal (`privacy.tokenize`, kept in this process only), and the redaction of `llm.*`
- * prompts and answers (`privacy.redactSampling`).
+ * every principal (`privacy.tokenize`: in this process, or in the shared state store with
+ * `state.url`), and the redaction of `llm.*` prompts and answers (`privacy.redactSampling`).
  *
  * @module
  */
@@ -11,14 +11,14 @@ import type { PersonalDataDetector } from "./detect.ts";
 import { detectOptions, detectorFor, redactPersonalData } from "./redaction.ts";
 import { SHARE_CHARS } from "./stream.ts";
 import { DetectorThread } from "./thread.ts";
-import { RunTokenizer } from "./tokenizer.ts";
+import { RunTokenizer, type SharedPlaceholders } from "./tokenizer.ts";
 import { PlaceholderVault } from "./vault.ts";
 
 /** Personal data handling for one server process. */
 export class HostPrivacy {
   #settings: Settings["privacy"];
   #detector: PersonalDataDetector;
-  #vault: PlaceholderVault | undefined;
+  #vault: PlaceholderVault | SharedPlaceholders | undefined;
   /**
    * Shares the detection of what is left of a run's stdout at its end (`privacy.tokenize`, with an
    * output cap that lets enough be left for sharing to pay).
@@ -32,12 +32,18 @@ export class HostPrivacy {
    * @param settings The `privacy` settings.
    * @param maxOutputBytes The output cap (`limits.maxOutputBytes`).
    * @param log Where a failure of the detection thread is reported.
+   * @param shared The shared store's placeholders (`state.url`), used instead of this process's.
    * @throws {TypeError} When a setting is invalid (an unknown region or IP range).
    */
-  constructor(settings: Settings["privacy"], maxOutputBytes: number, log?: Logger) {
+  constructor(
+    settings: Settings["privacy"],
+    maxOutputBytes: number,
+    log?: Logger,
+    shared?: SharedPlaceholders,
+  ) {
     this.#settings = settings;
     this.#detector = detectorFor(settings);
-    if (settings.tokenize) this.#vault = new PlaceholderVault(settings);
+    if (settings.tokenize) this.#vault = shared ?? new PlaceholderVault(settings);
     // The shown stdout has at most as many characters as the cap has bytes.
     if (settings.tokenize && maxOutputBytes > SHARE_CHARS) {
       this.#thread = new DetectorThread(detectOptions(settings), (reason) =>
@@ -85,9 +91,10 @@ export class HostPrivacy {
    * @param text The text.
    * @param principal Who reads it.
    * @returns The text to send.
+   * @throws {CodeExecutorError} `StateUnavailable` when the shared store cannot be used.
    */
-  forClient(text: string, principal: string): string {
-    return this.tokenizer(principal)?.text(text) ?? text;
+  async forClient(text: string, principal: string): Promise<string> {
+    return await this.tokenizer(principal)?.text(text) ?? text;
   }
 
   /**

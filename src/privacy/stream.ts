@@ -49,8 +49,8 @@ export interface StdoutTokenizerOptions {
    * least one UTF-8 byte), past which detecting is wasted.
    */
   maxChars: number;
-  /** Gives the placeholders for a text's matches, in order. */
-  tokenize: (text: string, matches: readonly PersonalDataMatch[]) => string;
+  /** Gives the placeholders for a text's matches, in order (from the shared store: async). */
+  tokenize: (text: string, matches: readonly PersonalDataMatch[]) => string | Promise<string>;
   /** The host's detection thread, which shares what is left at the end when it is ready. */
   thread?: DetectorThread;
 }
@@ -193,7 +193,7 @@ export class StdoutTokenizer {
    * @returns It with placeholders, the same as tokenizing it whole.
    */
   async finish(shown: string): Promise<string> {
-    return this.#options.tokenize(shown, await this.matches(shown));
+    return await this.#options.tokenize(shown, await this.matches(shown));
   }
 
   /**

@@ -139,13 +139,7 @@ export class PlaceholderVault {
         this.#touch(mine, `${category}\0${entry.value}`, entry, now);
         return entry.value;
       }
-      const given = mine?.counters.get(category) ?? 0;
-      throw new CodeExecutorError(
-        "PlaceholderError",
-        `Cannot use ${placeholder} in ${where}: ${
-          Number(n) <= given ? "it has expired (privacy.ttlMs) or was" : "this caller was never"
-        } given it; run the code that printed it again and use the placeholder it prints now`,
-      );
+      throw placeholderError(placeholder, where, Number(n) <= (mine?.counters.get(category) ?? 0));
     });
   }
 
@@ -177,6 +171,33 @@ export class PlaceholderVault {
     mine.byValue.delete(key);
     mine.byPlaceholder.delete(entry.placeholder);
   }
+}
+
+/**
+ * The error for a placeholder that does not resolve.
+ *
+ * @param placeholder The placeholder, `<email_3>`.
+ * @param where What the text is, `the arguments of mcp__crm__send`.
+ * @param given Whether this principal was given its number (it expired since); with the shared
+ *   store, a number it does not know was given may also have been lost with a restart of the store.
+ * @param shared Whether the placeholders are in the shared state store (`state.url`).
+ * @returns A `PlaceholderError`.
+ */
+export function placeholderError(
+  placeholder: string,
+  where: string,
+  given: boolean,
+  shared = false,
+): CodeExecutorError {
+  const why = given
+    ? "it has expired (privacy.ttlMs) or was given it"
+    : shared
+    ? "it has expired or this caller was never given it (the shared state store keeps placeholders for privacy.ttlMs, and loses them when it restarts)"
+    : "this caller was never given it";
+  return new CodeExecutorError(
+    "PlaceholderError",
+    `Cannot use ${placeholder} in ${where}: ${why}; run the code that printed it again and use the placeholder it prints now`,
+  );
 }
 
 /**

@@ -5,8 +5,9 @@
  * `resources/read` of `skill://<name>/SKILL.md` or `skill://<name>/skill.ts|py` returns them.
  * Each `SKILL.md` is also in `resources/list`, named and described by its front matter.
  *
- * Entries are built from the bytes on disk (`skillEntry` hashes them) and kept while the files'
- * size, inode and modification time stay the same, so a listing does not hash every file again.
+ * Entries are built from the skill's files (`skillEntry` hashes them) and kept while the files'
+ * size, inode and modification time stay the same (for a skill in the shared state store, while
+ * it is the same save), so a listing does not hash every file again.
  *
  * @module
  */
@@ -58,17 +59,8 @@ class SkillEntries {
     this.#store = store;
   }
 
-  async #fileKey(record: SkillRecord): Promise<string> {
-    const parts: string[] = [];
-    for (const name of ["SKILL.md", record.language === "python" ? "skill.py" : "skill.ts"]) {
-      const info = await Deno.lstat(`${record.dir}/${name}`);
-      parts.push(`${info.ino}:${info.size}:${info.mtime?.getTime()}`);
-    }
-    return parts.join("|");
-  }
-
   async entry(record: SkillRecord): Promise<Skill> {
-    const key = await this.#fileKey(record);
+    const key = await this.#store.fingerprint(record);
     const cached = this.#cache.get(record.dir);
     if (cached?.key === key) return cached.entry;
     const entry = await skillEntry(record.name, await this.#store.files(record), { baseUri: BASE });

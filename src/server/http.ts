@@ -11,7 +11,8 @@
  * and `Origin` checks ({@linkcode guardHost}: DNS rebinding, 403), the OAuth discovery documents,
  * the path and the principal's authentication ({@linkcode authenticate}: 401/403), the principal's
  * share of the request cap ({@linkcode capPrincipal}), and the body's deadline and size
- * ({@linkcode limitBody}: 408/413); then {@linkcode dispatchEra}.
+ * ({@linkcode limitBody}: 408/413); then {@linkcode dispatchEra}, which, for replicas sharing a
+ * store (`state.url`), sends a request for live state another replica owns there (`forwarding.ts`).
  *
  * Every request is logged at info when it ends (an event stream when it closes): method, path
  * (one this server does not serve as `(other path)`, since it is the caller's text), status,
@@ -35,8 +36,11 @@ import {
 import type { Settings } from "../config/settings.ts";
 import type { Logger } from "../log.ts";
 import type { Metrics } from "../metrics.ts";
-import { isHttpPrincipal, principalShare } from "../principals.ts";
+import { isHttpPrincipal, LOCAL_PRINCIPAL, principalShare } from "../principals.ts";
+import type { SharedState } from "../state/shared_state.ts";
+import { approvalsPending } from "./approve_tool.ts";
 import { refusalReason } from "./auth_refusals.ts";
+import { forwardedLabels, Forwarder, internalUrlOf, joinCluster } from "./forwarding.ts";
 import { type Authenticator, authMode, createAuthenticator } from "./http_auth.ts";
 import { LegacySessions, rpcError } from "./http_sessions.ts";
 import { listen, type ReadBody, readBody, untilSent, within } from "./http_io.ts";
@@ -53,6 +57,11 @@ export interface HttpEndpointOptions extends ServerDeps {
   log: Logger;
   /** Whether the upstream catalog is loaded, for `/readyz`. */
   ready: () => boolean;
+  /**
+   * What replicas share: with `state.url`, requests for live state another replica owns are
+   * forwarded to it (`forwarding.ts`), and this replica registers itself for theirs.
+   */
+  shared?: SharedState;
   /** The server's instruments, served at `/metrics` as `http.metrics` says; none without. */
   metrics?: Metrics;
 }
@@ -132,6 +141,10 @@ interface Incoming {
   body?: ReadBody;
   /** The principal it counts against, once {@linkcode capPrincipal} has counted it. */
   counted?: string;
+  /** The replica that forwarded it here (verified). */
+  forwardedFrom?: string;
+  /** The replica it was forwarded to, whose answer was relayed. */
+  forwardedTo?: string;
 }
 
 /**
@@ -216,12 +229,17 @@ function countAndLog(
     return untilSent(response, () => {
       uncount();
       const refused = refusalReason(response);
+      const hop = incoming.forwardedTo !== undefined
+        ? ` to=${incoming.forwardedTo}`
+        : incoming.forwardedFrom !== undefined
+        ? ` from=${incoming.forwardedFrom}`
+        : "";
       log.info(
         `http: ${request.method} ${loggedPath(path, response.status)} ${response.status} ${
           Math.round(performance.now() - started)
         } ms principal=${incoming.principal?.clientId ?? "-"}${
           refused ? ` refused=${refused}` : ""
-        }`,
+        }${hop}`,
       );
     });
   };
@@ -259,11 +277,13 @@ function guardHost(allowed: { hosts?: string[]; origins: string[] }): Step {
 
 /**
  * The OAuth discovery documents, the endpoint's path (404 elsewhere), and the principal's
- * authentication (401/403).
+ * authentication (401/403): a caller's token, or another replica's signature of a request it
+ * forwarded (the caller's principal, which that replica authenticated).
  */
 function authenticate(
   state: EndpointState,
   paths: { endpoint: string; metrics: boolean },
+  forwards?: { forwarder: Forwarder; maxBytes: number; timeoutMs: number },
 ): Step {
   const endpointPath = paths.endpoint;
   return async (incoming, next) => {
@@ -273,6 +293,14 @@ function authenticate(
     if (metadata) return metadata;
     if (incoming.path !== endpointPath && !(paths.metrics && incoming.path === METRICS_PATH)) {
       return rpcError(404, -32000, `Not found: the MCP endpoint is ${endpointPath}`);
+    }
+    if (forwards?.forwarder.isForwarded(incoming.request)) {
+      const accepted = await forwards.forwarder.accept(incoming.request, forwards);
+      if (accepted instanceof Response) return accepted;
+      incoming.principal = accepted.authInfo;
+      incoming.body = accepted.body;
+      incoming.forwardedFrom = accepted.from;
+      return await next();
     }
     const principal = await auth.authenticate(incoming.request);
     if (principal instanceof Response) return principal;
@@ -317,6 +345,8 @@ function capPrincipal(state: EndpointState, http: Settings["http"]): Step {
 function limitBody(options: { maxBytes: number; timeoutMs: number }): Step {
   const { maxBytes, timeoutMs } = options;
   return async (incoming, next) => {
+    // A forwarded request's body was read to check its signature.
+    if (incoming.body) return await next();
     // The body is read and parsed once, here, and handed on parsed: reading a clone to tell the
     // eras apart and then the body again cost ~0.5 ms of every request (measured).
     const body = await within(readBody(incoming.request, maxBytes), timeoutMs);
@@ -339,19 +369,47 @@ function limitBody(options: { maxBytes: number; timeoutMs: number }): Step {
   };
 }
 
-/** Hands an authenticated request to its era: a 2025-era session, or a 2026-07-28 handler. */
+/**
+ * Hands an authenticated request to its era: a 2025-era session, or a 2026-07-28 handler; or,
+ * with forwarding, to the replica that owns its live state. A request forwarded here is answered
+ * with an event stream (`streamed`), so that the forwarding replica knows at once it was taken.
+ */
 function dispatchEra(
-  options: { sessions: LegacySessions; modern: McpHttpHandler; maxBodyBytes: number },
+  options: {
+    sessions: LegacySessions;
+    modern: McpHttpHandler;
+    streamed?: McpHttpHandler;
+    forwarder?: Forwarder;
+    maxBodyBytes: number;
+  },
 ): (incoming: Incoming) => Promise<Response> {
-  const { sessions, modern, maxBodyBytes } = options;
+  const { sessions, modern, maxBodyBytes, forwarder } = options;
   return async (incoming) => {
     const parsed = incoming.body?.parsed;
     const forward = incoming.body?.request ?? incoming.request;
-    const principal = incoming.principal!;
+    let principal = incoming.principal!;
     const legacy = await isLegacyRequest(forward, parsed, { maxRequestBodySize: maxBodyBytes });
+    if (forwarder) {
+      const routed = await forwarder.route({
+        request: incoming.request,
+        parsed,
+        text: incoming.body?.text,
+        authInfo: principal,
+        legacy,
+        forwardedFrom: incoming.forwardedFrom,
+      });
+      if ("response" in routed) {
+        incoming.forwardedTo = routed.to;
+        return routed.response;
+      }
+      principal = routed.authInfo;
+    }
+    const handler = incoming.forwardedFrom !== undefined && options.streamed
+      ? options.streamed
+      : modern;
     return legacy
       ? await sessions.handle(forward, principal, parsed)
-      : await modern.fetch(forward, { authInfo: principal, parsedBody: parsed });
+      : await handler.fetch(forward, { authInfo: principal, parsedBody: parsed });
   };
 }
 /**
@@ -379,14 +437,44 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
   }
   const maxBodyBytes = http.maxBodyBytes ?? defaultBodyBytes(settings);
   const build = (): CodeExecutorServer => createServer(options);
-  const modern: McpHttpHandler = createMcpHandler(
-    () => createServer({ ...options, perRequest: true }).server,
-    {
-      legacy: "reject",
-      maxRequestBodySize: maxBodyBytes,
-      onerror: (error) => log.debug(`http: ${error.message}`),
-    },
-  );
+  const modernOptions = {
+    legacy: "reject" as const,
+    maxRequestBodySize: maxBodyBytes,
+    onerror: (error: Error) => log.debug(`http: ${error.message}`),
+  };
+  const perRequest = async ({ authInfo }: { authInfo?: { clientId?: string } }) =>
+    createServer({
+      ...options,
+      perRequest: true,
+      approvalsPending: await approvalsPending(
+        options.executor,
+        authInfo?.clientId ?? LOCAL_PRINCIPAL,
+      ),
+    }).server;
+  const modern: McpHttpHandler = createMcpHandler(perRequest, modernOptions);
+  // Replicas forward to each other only when they share a store (state.url).
+  const forwarding = options.shared && settings.state.url !== undefined;
+  if (forwarding && !http.replicaId) {
+    throw new TypeError(
+      "state.url is set without http.replicaId: each replica needs a name of its own for the others to forward to (serve gives it one)",
+    );
+  }
+  const forwarder = forwarding
+    ? new Forwarder({
+      shared: options.shared!,
+      replicaId: http.replicaId!,
+      settings,
+      parked: options.executor.parkedRuns,
+      log,
+      onForward: (event) => {
+        const labels = forwardedLabels(event);
+        if (labels) metrics?.forwarded(labels.kind, labels.outcome);
+      },
+    })
+    : undefined;
+  const streamed = forwarder
+    ? createMcpHandler(perRequest, { ...modernOptions, responseMode: "sse" })
+    : undefined;
   const sessions = new LegacySessions({
     max: http.maxSessions,
     principalMax: http.principalMaxSessions,
@@ -397,6 +485,8 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
     log,
   });
   const allowed = hostAllowlists(settings);
+  // The other replicas reach this one at its internal URL, whose host they send.
+  if (forwarder && allowed.hosts) allowed.hosts.push(internalUrlOf(http, http.port).hostname);
   if (!allowed.hosts) {
     log.warn(
       `http: the Host header is not checked on ${http.host}; set http.allowedHosts or http.publicUrl to the names clients use`,
@@ -408,12 +498,16 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
     countAndLog(state, { http, sessions, log }),
     probes(state, options.ready),
     guardHost(allowed),
-    authenticate(state, { endpoint: http.path, metrics: authMetrics !== undefined }),
+    authenticate(
+      state,
+      { endpoint: http.path, metrics: authMetrics !== undefined },
+      forwarder && { forwarder, maxBytes: maxBodyBytes, timeoutMs: http.bodyTimeoutMs },
+    ),
     ...(authMetrics ? [serveMetrics(authMetrics)] : []),
     capPrincipal(state, http),
     limitBody({ maxBytes: maxBodyBytes, timeoutMs: http.bodyTimeoutMs }),
   ];
-  const dispatch = dispatchEra({ sessions, modern, maxBodyBytes });
+  const dispatch = dispatchEra({ sessions, modern, streamed, forwarder, maxBodyBytes });
   const server = listen({
     hostname: http.host,
     port: http.port,
@@ -428,9 +522,18 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
   const url = new URL(`http://${hostName(http.host)}:${addr.port}${http.path}`);
   const resource = new URL(http.publicUrl ?? url.href);
   let auth: Authenticator;
+  let cluster: { leave(): Promise<void> } | undefined;
   let loopback: ReturnType<typeof listenForMetrics> | undefined;
   try {
     auth = state.auth = await createAuthenticator(settings, { env: options.env, resource });
+    if (forwarder) {
+      cluster = await joinCluster({
+        registry: options.shared!.replicas,
+        id: forwarder.replicaId,
+        address: internalUrlOf(http, addr.port),
+        log,
+      });
+    }
     if (metrics) {
       watchServer(metrics, { ...options, httpInFlight: () => state.inFlight });
       if (http.metrics === "loopback") {
@@ -438,11 +541,15 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
       }
     }
   } catch (error) {
+    await cluster?.leave();
     await sessions.close();
     await modern.close().catch(() => {});
+    await streamed?.close().catch(() => {});
     await within(server.shutdown(), 5_000);
     throw error;
   }
+  let leaving: Promise<void> | undefined;
+  const leave = () => leaving ??= cluster?.leave() ?? Promise.resolve();
   return {
     url,
     auth: auth.mode,
@@ -453,14 +560,19 @@ export async function startHttpEndpoint(options: HttpEndpointOptions): Promise<H
     toolsChanged() {
       for (const session of sessions.servers()) session.refresh();
       modern.notify.toolsChanged();
+      streamed?.notify.toolsChanged();
     },
     stopAccepting() {
       state.accepting = false;
+      // The others learn at once that this replica's live state goes with it.
+      void leave();
     },
     async close() {
       state.accepting = false;
+      await leave();
       await sessions.close();
       await modern.close().catch(() => {});
+      await streamed?.close().catch(() => {});
       await within(server.shutdown(), 5_000);
       await loopback?.close();
     },

@@ -13,6 +13,8 @@ export interface ReadBody {
   tooLarge?: boolean;
   /** The JSON of the body, when it is JSON. */
   parsed?: unknown;
+  /** The body's text, as read. */
+  text?: string;
   /** A copy of the request with its body, for a body that is not JSON (the SDK answers it). */
   request?: Request;
 }
@@ -26,11 +28,12 @@ export async function readBody(request: Request, maxBytes: number): Promise<Read
   const read = await readRequestBody(request, maxBytes);
   if (read.tooLarge) return { tooLarge: true };
   try {
-    if (read.text.length > 0) return { parsed: JSON.parse(read.text) };
+    if (read.text.length > 0) return { parsed: JSON.parse(read.text), text: read.text };
   } catch {
     // Not JSON: the SDK says so below.
   }
   return {
+    text: read.text,
     request: new Request(request.url, {
       method: request.method,
       headers: request.headers,

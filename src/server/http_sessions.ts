@@ -52,6 +52,16 @@ interface Session {
 /** A replica name at the start of a session id, as `http.replicaId` allows them. */
 const REPLICA_PREFIX = /^([A-Za-z0-9_-]{1,63})\./;
 
+/**
+ * The replica a session id names as the one that minted it.
+ *
+ * @param id An `Mcp-Session-Id`.
+ * @returns The `http.replicaId` before its first `.`, or undefined for an id without one.
+ */
+export function replicaOfSession(id: string): string | undefined {
+  return REPLICA_PREFIX.exec(id)?.[1];
+}
+
 /** A JSON-RPC error response with an HTTP status, as the SDK's transport answers. */
 export function rpcError(status: number, code: number, message: string): Response {
   return Response.json({ jsonrpc: "2.0", error: { code, message }, id: null }, { status });
@@ -203,7 +213,7 @@ export class LegacySessions {
    */
   #notFound(id: string): string {
     const own = this.#options.replicaId;
-    const owner = REPLICA_PREFIX.exec(id)?.[1];
+    const owner = replicaOfSession(id);
     if (own && owner && owner !== own) {
       return `Session not found: it was opened on replica "${owner}" and this is replica "${own}" (route Mcp-Session-Id by its prefix: docs/DEPLOY.md); initialize a new session`;
     }

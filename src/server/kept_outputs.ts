@@ -17,7 +17,7 @@ import {
 } from "@modelcontextprotocol/server";
 import { CodeExecutorError } from "../errors.ts";
 import { LOCAL_PRINCIPAL } from "../principals.ts";
-import { type KeptOutput, OUTPUT_URI_PREFIX, type OutputStore } from "../exec/output_store.ts";
+import { type KeptOutput, OUTPUT_URI_PREFIX } from "../exec/output_store.ts";
 
 function principalOf(ctx: ServerContext): string {
   return ctx.http?.authInfo?.clientId ?? LOCAL_PRINCIPAL;
@@ -62,23 +62,26 @@ export function outputLinks(outputs: KeptOutput[] | undefined): Array<{
   }));
 }
 
+/** Where a server finds the kept outputs (this process's, or the shared store's). */
+export interface OutputResources {
+  /** The outputs a principal may read (`resources/list`). */
+  list(principal: string): Promise<KeptOutput[]>;
+  /** Reads one for a client (tokenized with `privacy.tokenize`). */
+  read(idOrUri: string, principal: string): Promise<KeptOutput & { text: string }>;
+}
+
 /**
  * Registers the kept outputs as a resource template on one server instance.
  *
  * @param server The server.
- * @param store Where the outputs are kept (for `resources/list`).
- * @param read Reads one for a client (tokenized with `privacy.tokenize`).
+ * @param outputs Where the outputs are listed and read.
  * @internal It takes the MCP SDK's server type, which `deno doc --lint` takes for a private one
  * (denoland/deno#27364); the SDK documents it.
  */
-export function registerOutputResources(
-  server: McpServer,
-  store: Pick<OutputStore, "list">,
-  read: (idOrUri: string, principal: string) => KeptOutput & { text: string },
-): void {
+export function registerOutputResources(server: McpServer, outputs: OutputResources): void {
   const template = new ResourceTemplate(`${OUTPUT_URI_PREFIX}{id}`, {
-    list: (ctx) => ({
-      resources: store.list(principalOf(ctx)).map((output) => ({
+    list: async (ctx) => ({
+      resources: (await listed(outputs, principalOf(ctx))).map((output) => ({
         uri: output.uri,
         name: `${output.part}-${output.id}`,
         description: describe(output),
@@ -91,9 +94,9 @@ export function registerOutputResources(
     title: "Kept output",
     description:
       "The whole stdout, stderr or return value of a run that passed limits.maxOutputBytes; readable by the principal whose run produced it",
-  }, (uri, _variables, ctx) => {
+  }, async (uri, _variables, ctx) => {
     try {
-      const output = read(uri.href, principalOf(ctx));
+      const output = await outputs.read(uri.href, principalOf(ctx));
       return {
         contents: [
           output.part === "image"
@@ -109,4 +112,14 @@ export function registerOutputResources(
       });
     }
   });
+}
+
+/** A principal's outputs; a store that cannot be reached is a protocol error that says so. */
+async function listed(outputs: OutputResources, principal: string): Promise<KeptOutput[]> {
+  try {
+    return await outputs.list(principal);
+  } catch (error) {
+    if (!(error instanceof CodeExecutorError)) throw error;
+    throw new ProtocolError(ProtocolErrorCode.InternalError, error.message, { type: error.type });
+  }
 }

@@ -26,6 +26,7 @@ import { offerApproveTool } from "./approve_tool.ts";
 import { clientChannel } from "./client_channel.ts";
 import { outputLinks, registerOutputResources } from "./kept_outputs.ts";
 import { runInRounds, takesRounds } from "./input_rounds.ts";
+import { refusalOf } from "./forwarding.ts";
 
 /** Name and version reported to clients. */
 export const SERVER_INFO = { name: SERVER_NAME, version: SERVER_VERSION } as const;
@@ -220,6 +221,8 @@ export interface ServerDeps {
   hub?: Hub;
   /** Built for one 2026-era HTTP request (no initialize, no client capabilities). */
   perRequest?: boolean;
+  /** For one 2026-era request: its principal has a call pending (`approvalsPending`). */
+  approvalsPending?: boolean;
   /** Saved skills, served as MCP Agent Skills and found by `search_tools`. */
   skills?: SkillStore;
 }
@@ -417,6 +420,9 @@ function registerRunTool<A extends RunArgs>(
     outputSchema: shared.output,
     annotations: RUN_ANNOTATIONS,
   }, async (args, ctx) => {
+    // The live state this call needs was lost with its replica, or cannot be found: nothing runs.
+    const refused = refusalOf(ctx.http?.authInfo);
+    if (refused) return toToolResult(refused.toResult());
     const options = {
       allowedTools: args.allowedTools,
       timeoutMs: args.timeoutMs,
@@ -448,18 +454,21 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
       "Write a short program instead of calling many tools: run_typescript runs it in a sandbox and returns only what it prints.",
   });
 
-  registerOutputResources(
-    server,
-    deps.executor.outputs,
-    (idOrUri, principal) => deps.executor.readOutputForClient(idOrUri, principal),
-  );
+  registerOutputResources(server, {
+    list: (principal) => deps.executor.listOutputs(principal),
+    read: (idOrUri, principal) => deps.executor.readOutputForClient(idOrUri, principal),
+  });
   if (deps.skills) attachAgentSkills(server, deps.skills);
   const adminPolicy = new ToolPolicy(deps.executor.settings.tools);
   const sampling = deps.executor.settings.sampling.enabled;
   const extras = describePackages(deps.executor.settings.sandbox.npmPackages) +
     (sampling ? LLM_DESCRIPTION : "");
   const output = executionOutput(sampling);
-  const offerApproval = offerApproveTool(server, deps.executor, deps.perRequest === true);
+  const offerApproval = offerApproveTool(
+    server,
+    deps.executor,
+    deps.perRequest === true && deps.approvalsPending === true,
+  );
 
   const run = { executor: deps.executor, output, offerApproval };
   const runTypescript = registerRunTool(server, run, {
@@ -502,7 +511,10 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
     );
     // Skills' and upstreams' text (privacy.tokenize): as placeholders, like a run's result.
     return {
-      content: [{ type: "text" as const, text: deps.executor.tokenizeForClient(text, principal) }],
+      content: [{
+        type: "text" as const,
+        text: await deps.executor.tokenizeForClient(text, principal),
+      }],
     };
   });
 

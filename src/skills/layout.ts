@@ -22,8 +22,10 @@ export type SkillScope = "project" | "user" | "shared" | "principal";
 export interface SkillRoot {
   /** What it is. */
   readonly scope: SkillScope;
-  /** Its absolute path. */
+  /** Its absolute path; for a root in the shared state store, `state:<scope>`. */
   readonly dir: string;
+  /** The root's scope in the shared state store (`state.url`), when it is kept there. */
+  readonly stored?: string;
 }
 
 /** The directories of the `skills.*` settings, resolved. */

@@ -6,7 +6,9 @@
  * Roots by caller (earlier wins on a name clash):
  * - stdio, or HTTP without authentication (principal `local` or none): project, then user.
  * - an HTTP principal: its own directory, then project, then shared. Its saves go to its own
- *   directory; an admin's (`skills.admins`) go to the shared one.
+ *   directory; an admin's (`skills.admins`) go to the shared one. With the shared state store
+ *   (`state.url`), its own and the shared ones are the store's (`stored.ts`), so that every
+ *   replica sees them.
  *
  * @module
  */
@@ -32,6 +34,7 @@ import {
   writeNewFile,
 } from "./layout.ts";
 import { notFound, type SkillLanguage, type SkillRecord, VersionReader } from "./records.ts";
+import { type SharedSkillDocs, StoredSkills } from "./stored.ts";
 import {
   parseSkillRef,
   SKILL_NAME_PATTERN,
@@ -42,6 +45,7 @@ import {
 
 export type { SkillRoot, SkillScope } from "./layout.ts";
 export type { SkillLanguage, SkillRecord } from "./records.ts";
+export type { SharedSkillDocs, StoredSkillDoc } from "./stored.ts";
 
 /** What a save gives. */
 export interface SaveSkillInput {
@@ -83,6 +87,11 @@ export interface SkillStoreOptions {
    * was on) is left out of every list and not found.
    */
   personalData?: (text: string) => string | undefined;
+  /**
+   * The shared state store's skills (`state.url`): HTTP principals' own skills and the shared ones
+   * are kept there rather than on this machine's disk.
+   */
+  shared?: SharedSkillDocs;
 }
 
 /**
@@ -109,6 +118,9 @@ export class SkillStore {
   readonly #personalData?: (text: string) => string | undefined;
   /** Records already checked for personal data, by identity (records are cached and reused). */
   readonly #checked = new WeakMap<SkillRecord, string | undefined>();
+  readonly #stored: StoredSkills | undefined;
+  /** The store's generation each principal's cached list was read at. */
+  readonly #listedAt = new Map<string, number>();
 
   /**
    * Creates a store over the settings' directories (nothing is read or made until used).
@@ -126,6 +138,7 @@ export class SkillStore {
       maxCodeBytes: settings.maxCodeBytes,
       maxSkillMdBytes: this.#skillMdMax(),
     });
+    this.#stored = options.shared && new StoredSkills(options.shared, settings);
   }
 
   /** Where problems with a stored skill are reported. */
@@ -150,6 +163,13 @@ export class SkillStore {
       const roots: SkillRoot[] = [{ scope: "project", dir: dirs.project }];
       if (dirs.user !== undefined) roots.push({ scope: "user", dir: dirs.user });
       return roots;
+    }
+    if (this.#stored) {
+      return [
+        { scope: "principal", dir: "state:principal", stored: `principal:${principal}` },
+        { scope: "project", dir: dirs.project },
+        { scope: "shared", dir: "state:shared", stored: "shared" },
+      ];
     }
     const roots: SkillRoot[] = [
       // Named after the name the admin knows (`alice` of `http:alice`), as before principals had
@@ -197,6 +217,7 @@ export class SkillStore {
    */
   list(principal?: string): Promise<SkillRecord[]> {
     const key = principal ?? LOCAL_PRINCIPAL;
+    if (this.#stored && key !== LOCAL_PRINCIPAL) return this.#listShared(key);
     const cached = this.#listCache.get(key);
     if (cached !== undefined && this.#listCacheMs > 0) {
       // Older than listCacheMs: answer from memory and look at the disk again behind it, so that
@@ -215,6 +236,26 @@ export class SkillStore {
     this.#listCache.set(key, { at: Date.now(), records });
     records.catch(() => this.#listCache.delete(key));
     return records;
+  }
+
+  /**
+   * A list that holds stored roots: answered from memory while the store's generation is the one
+   * it was read at (one round trip), so that a save through another replica is seen at once.
+   */
+  async #listShared(principal: string): Promise<SkillRecord[]> {
+    const generation = await this.#stored!.generation();
+    const cached = this.#listCache.get(principal);
+    if (
+      cached !== undefined && this.#listedAt.get(principal) === generation &&
+      Date.now() - cached.at < this.#listCacheMs
+    ) {
+      return cached.records;
+    }
+    const records = this.#readAll(principal);
+    this.#listCache.set(principal, { at: Date.now(), records });
+    this.#listedAt.set(principal, generation);
+    records.catch(() => this.#listCache.delete(principal));
+    return await records;
   }
 
   /** The category of personal data a record's files hold (`privacy.tokenize`), if any. */
@@ -239,21 +280,32 @@ export class SkillStore {
     const seen = new Set<string>();
     const records: SkillRecord[] = [];
     for (const root of this.roots(principal)) {
-      if (!(await this.#rootExists(root))) continue;
-      const names: string[] = [];
-      for await (const entry of Deno.readDir(root.dir)) {
-        if (SKILL_NAME_PATTERN.test(entry.name) && !seen.has(entry.name)) names.push(entry.name);
+      let read: Array<SkillRecord | undefined>;
+      if (root.stored) {
+        read = (await this.#stored!.latest(root)).filter((record) => !seen.has(record.name));
+        for (const record of read) seen.add(record!.name);
+      } else {
+        if (!(await this.#rootExists(root))) continue;
+        const names: string[] = [];
+        for await (const entry of Deno.readDir(root.dir)) {
+          if (SKILL_NAME_PATTERN.test(entry.name) && !seen.has(entry.name)) {
+            names.push(entry.name);
+          }
+        }
+        for (const name of names) seen.add(name);
+        // In parallel: the file system's thread pool reads many small files faster than one by
+        // one.
+        read = await Promise.all(
+          names.map((name) =>
+            this.#reader.read(root, name).catch((error) => {
+              this.#log?.warn(
+                `Skipped skill ${join(root.dir, name)}: ${(error as Error).message}`,
+              );
+              return undefined;
+            })
+          ),
+        );
       }
-      for (const name of names) seen.add(name);
-      // In parallel: the file system's thread pool reads many small files faster than one by one.
-      const read = await Promise.all(
-        names.map((name) =>
-          this.#reader.read(root, name).catch((error) => {
-            this.#log?.warn(`Skipped skill ${join(root.dir, name)}: ${(error as Error).message}`);
-            return undefined;
-          })
-        ),
-      );
       for (const record of read) {
         if (record === undefined) continue;
         const found = this.#heldPersonalData(record);
@@ -282,6 +334,7 @@ export class SkillStore {
     const { name, version } = parseSkillRef(ref);
     const root = await this.#rootOf(name, principal);
     if (root === undefined) throw notFound(ref);
+    if (root.stored) return this.#servable(await this.#stored!.get(root, name, ref, version), ref);
     const latest = await this.#reader.read(root, name);
     if (version === undefined || version === latest.version) return this.#servable(latest, ref);
     const dir = join(root.dir, VERSIONS_DIR, name, String(version));
@@ -302,6 +355,7 @@ export class SkillStore {
     validateSkillName(name);
     const root = await this.#rootOf(name, principal);
     if (root === undefined) throw notFound(name);
+    if (root.stored) return await this.#stored!.versions(root, name);
     const latest = await this.#reader.read(root, name);
     const older = await this.#reader.olderVersions(root, name);
     const records: SkillRecord[] = [];
@@ -349,6 +403,13 @@ export class SkillStore {
     }
     const name = valid.name;
     const root = await this.#saveRoot(name, principal);
+    if (root.stored) {
+      try {
+        return await this.#stored!.save(root, valid);
+      } finally {
+        this.#listCache.clear();
+      }
+    }
     await this.#ensureRootReal(root);
     return await withRootLock(root.dir, () => this.#write(root, valid));
   }
@@ -414,6 +475,13 @@ export class SkillStore {
     const writable = this.#writableRoots(principal);
     const root = await this.#rootOf(name, principal);
     if (root === undefined || !writable.some((r) => r.dir === root.dir)) throw notFound(name);
+    if (root.stored) {
+      try {
+        return await this.#stored!.remove(root, name);
+      } finally {
+        this.#listCache.clear();
+      }
+    }
     await this.#reader.versionsDirExists(root, name);
     const kind = await pathKind(join(root.dir, name));
     if (kind !== "directory" && kind !== "missing") throw notPlain(join(root.dir, name), kind);
@@ -441,11 +509,30 @@ export class SkillStore {
    * @throws {CodeExecutorError} `SkillInvalid` when a file became a symlink.
    */
   async files(record: SkillRecord): Promise<Record<string, Uint8Array>> {
+    if (this.#stored?.fingerprint(record) !== undefined) return this.#stored.files(record);
     const code = CODE_FILE[record.language];
     return {
       "SKILL.md": await readPlainFile(join(record.dir, "SKILL.md"), this.#skillMdMax()),
       [code]: await readPlainFile(join(record.dir, code), this.#settings.maxCodeBytes),
     };
+  }
+
+  /**
+   * What changes whenever a version's files do, for caching what is built from them: the files'
+   * inode, size and modification time, or the save's id for a version in the shared store.
+   *
+   * @param record A record this store returned.
+   * @returns The key.
+   */
+  async fingerprint(record: SkillRecord): Promise<string> {
+    const stored = this.#stored?.fingerprint(record);
+    if (stored !== undefined) return `state:${stored}`;
+    const parts: string[] = [];
+    for (const name of ["SKILL.md", CODE_FILE[record.language]]) {
+      const info = await Deno.lstat(join(record.dir, name));
+      parts.push(`${info.ino}:${info.size}:${info.mtime?.getTime()}`);
+    }
+    return parts.join("|");
   }
 
   #skillMdMax(): number {
@@ -489,6 +576,10 @@ export class SkillStore {
 
   async #rootOf(name: string, principal?: string): Promise<SkillRoot | undefined> {
     for (const root of this.roots(principal)) {
+      if (root.stored) {
+        if (await this.#stored!.has(root, name)) return root;
+        continue;
+      }
       const kind = await pathKind(join(root.dir, name));
       if (kind !== "missing") {
         if (kind !== "directory") throw notPlain(join(root.dir, name), kind);

@@ -8,7 +8,7 @@
  *
  * In the store, an output is named by a keyed HMAC of its id (the id is what a reader must know)
  * and sealed with its key's name as associated data: `h:` its header (id, part, size, expiry,
- * the principal's HMAC) and `t:` its text, so that listing reads no text. Each principal's
+ * an image's type, the principal's HMAC) and `t:` its text, so that listing reads no text. Each principal's
  * outputs are listed in `p:<HMAC(principal)>`.
  *
  * @module
@@ -36,12 +36,14 @@ export interface KeptEntry {
   id: string;
   /** `code-executor://output/<id>`. */
   uri: string;
-  /** The part of the result it holds. */
-  part: "stdout" | "stderr" | "returnValue";
+  /** The part of the result it holds (an image: its base64). */
+  part: "stdout" | "stderr" | "returnValue" | "image";
   /** Its size in UTF-8 bytes. */
   bytes: number;
   /** When it is dropped (ISO 8601), unless the total cap drops it sooner. */
   expiresAt: string;
+  /** An image's type (`image/png`); only for the part `image`. */
+  mimeType?: string;
 }
 
 /** Options of {@linkcode KeptStore.keep}. */
@@ -56,6 +58,8 @@ export interface KeepOptions {
   text: string;
   /** Its UTF-8 size, as reserved. */
   bytes: number;
+  /** An image's type, for the part `image`. */
+  mimeType?: string;
 }
 
 interface Header extends KeptEntry {
@@ -145,6 +149,7 @@ export class KeptStore {
       part: options.part,
       bytes: options.bytes,
       expiresAt: new Date(expires).toISOString(),
+      ...(options.mimeType ? { mimeType: options.mimeType } : {}),
       p,
     };
     const [sealedHeader, sealedText] = await Promise.all([
@@ -180,7 +185,7 @@ export class KeptStore {
         "OutputNotFound",
         `No kept output "${
           id.slice(0, 100)
-        }": outputs are kept for outputs.ttlMs (${this.#options.ttlMs} ms) and the oldest are dropped past outputs.maxTotalBytes; run the code again to produce it`,
+        }": it expired (outputs are kept for outputs.ttlMs, ${this.#options.ttlMs} ms), was dropped past outputs.maxTotalBytes, or was lost when the shared state store restarted; run the code again to produce it`,
       );
     }
     if (header.p !== await this.#keys.index("principal", principal)) {

@@ -173,9 +173,15 @@ export class PendingStore {
    *
    * @param principal Who approves.
    * @param claims The ids and calls.
+   * @param forms The texts a claim's `call` may be for a call shown as `shown` (as shown, as it
+   *   reached the client tokenized, escaped); the shown text alone by default.
    * @returns Per claim, the call approved or why not.
    */
-  async approve(principal: string, claims: PendingClaim[]): Promise<ClaimResult[]> {
+  async approve(
+    principal: string,
+    claims: PendingClaim[],
+    forms: (shown: string) => Promise<string[]> = (shown) => Promise.resolve([shown]),
+  ): Promise<ClaimResult[]> {
     const names = await this.#names(principal);
     const results: ClaimResult[] = [];
     for (const { id, call } of claims) {
@@ -190,7 +196,17 @@ export class PendingStore {
         });
         continue;
       }
-      if (record.approved || call !== record.shown) {
+      let matches = false;
+      if (!record.approved) {
+        try {
+          matches = (await forms(record.shown)).includes(call);
+        } catch (error) {
+          // Put back as it was, unapproved.
+          await this.#write(key, record).catch(() => {});
+          throw error;
+        }
+      }
+      if (!matches) {
         await this.#write(key, record);
         results.push({
           id,

@@ -195,10 +195,17 @@ export class RedisStateStore implements StateStore {
   /** Sets a value with an expiry. */
   set(key: string, value: Uint8Array, options: SetOptions): Promise<boolean> {
     return this.#run(async () => {
+      const bytes = toBuffer(value);
+      if (options.ttlMs === Infinity) {
+        const kept = options.ifAbsent
+          ? await this.#client.set(key, bytes, "NX")
+          : await this.#client.set(key, bytes);
+        return kept === "OK";
+      }
       const ttl = Math.max(1, Math.ceil(options.ttlMs));
       const reply = options.ifAbsent
-        ? await this.#client.set(key, toBuffer(value), "PX", ttl, "NX")
-        : await this.#client.set(key, toBuffer(value), "PX", ttl);
+        ? await this.#client.set(key, bytes, "PX", ttl, "NX")
+        : await this.#client.set(key, bytes, "PX", ttl);
       return reply === "OK";
     });
   }

@@ -204,6 +204,16 @@ export class OwnerMap {
   }
 
   /**
+   * Gives an entry a new expiry (its state was used again), without reading it.
+   *
+   * @param ref What, and whose.
+   * @param ttlMs How long it lives from now.
+   */
+  async renew(ref: OwnedRef, ttlMs: number): Promise<void> {
+    await this.#store.expire([await this.#key(ref)], ttlMs);
+  }
+
+  /**
    * Forgets an entry (the run ended, the session closed).
    *
    * @param ref What, and whose.

@@ -15,6 +15,7 @@ import { MemoryStateStore } from "./memory_store.ts";
 import { PendingStore } from "./pending_store.ts";
 import { RedisStateStore } from "./redis_store.ts";
 import { OwnerMap, ReplicaRegistry } from "./replicas.ts";
+import { SkillDocs } from "./skill_docs.ts";
 import type { StateStore } from "./store.ts";
 import { VaultStore } from "./vault_store.ts";
 
@@ -41,6 +42,8 @@ export interface SharedState {
   readonly serverRate: SharedRate;
   /** `limits.principalMaxConcurrent` across replicas. */
   readonly concurrency: ConcurrencyShare;
+  /** The HTTP principals' skills and the shared ones. */
+  readonly skills: SkillDocs;
   /** The live replicas. */
   readonly replicas: ReplicaRegistry;
   /** Which replica holds which live state. */
@@ -107,6 +110,7 @@ export async function openSharedState(
       max: limits.principalMaxConcurrent,
       leaseMs: SHARE_LEASE_MS,
     }),
+    skills: new SkillDocs(store, keys),
     replicas: new ReplicaRegistry(store, keys, { ttlMs: REPLICA_TTL_MS }),
     owners: new OwnerMap(store, keys),
     close: () => store.close(),

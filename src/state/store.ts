@@ -16,7 +16,7 @@ import { CodeExecutorError } from "../errors.ts";
 
 /** Options of {@linkcode StateStore.set}. */
 export interface SetOptions {
-  /** How long the value lives. */
+  /** How long the value lives; `Infinity` for as long as the store keeps it (skills). */
   ttlMs: number;
   /** Set only when the key holds nothing (the first writer wins). */
   ifAbsent?: boolean;

@@ -1,8 +1,9 @@
 /**
  * The placeholders of `privacy.tokenize` in a {@linkcode StateStore}, so that a placeholder
  * minted by one replica resolves on every other: what `PlaceholderVault` (src/privacy/vault.ts)
- * keeps in its Maps, with the same time to live after the last use, the same bound per principal
- * (the least recently used go first) and counters that are never reset while the store runs.
+ * keeps in its Maps, with the same time to live after the last use (to a second), the same bound
+ * per principal (the least recently used go first) and counters that are never reset while the
+ * store runs.
  *
  * In the store, per principal (named by a keyed HMAC, never by its name):
  * - `x:<HMAC(category, value)>` → the placeholder (`<email_3>`), the lookup of a value;
@@ -16,6 +17,7 @@
  *
  * @module
  */
+import { setImmediate } from "node:timers";
 import type { StateKeys } from "./keys.ts";
 import type { StateStore } from "./store.ts";
 
@@ -37,12 +39,27 @@ export interface VaultItem {
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
+/** Principals whose key prefix is remembered (then forgotten all at once). */
+const MAX_PREFIXES = 1024;
+/**
+ * How long after a renewal a placeholder is not renewed again (at most; a hundredth of its time
+ * to live when that is less): a run that resolves the same placeholders call after call renews
+ * them once a second, not once a call. A placeholder then lives `ttlMs` after its last use, give
+ * or take this, and the least recently used are told apart to this granularity.
+ */
+const RENEW_SLACK_MS = 1000;
+/** Records whose last renewal is remembered (then forgotten all at once). */
+const MAX_RENEWED = 16_384;
 
 /** The shared placeholders of every principal. */
 export class VaultStore {
   readonly #store: StateStore;
   readonly #keys: StateKeys;
   readonly #options: VaultStoreOptions;
+  /** Principals' key prefixes: an HMAC each, asked for by every lookup. */
+  readonly #prefixes = new Map<string, string>();
+  /** When this process last renewed a record, by its key. */
+  readonly #renewed = new Map<string, number>();
 
   /**
    * Binds the vault to a store.
@@ -58,7 +75,13 @@ export class VaultStore {
   }
 
   async #prefix(principal: string): Promise<string> {
-    return `ce:v:${await this.#keys.index("principal", principal)}:`;
+    let prefix = this.#prefixes.get(principal);
+    if (prefix === undefined) {
+      prefix = `ce:v:${await this.#keys.index("principal", principal)}:`;
+      if (this.#prefixes.size >= MAX_PREFIXES) this.#prefixes.clear();
+      this.#prefixes.set(principal, prefix);
+    }
+    return prefix;
   }
 
   /**
@@ -143,20 +166,27 @@ export class VaultStore {
     const records = distinct.map((placeholder) => `${prefix}p:${placeholder}`);
     const sealed = await this.#store.get(records);
     const renew: string[] = [];
+    const used: string[] = [];
+    const now = Date.now();
+    const slack = Math.min(RENEW_SLACK_MS, this.#options.ttlMs / 100);
     await Promise.all(distinct.map(async (placeholder, i) => {
       const blob = sealed[i];
       const plain = blob && await this.#keys.open(blob, records[i]);
       if (!plain) return;
       const { x, v } = JSON.parse(decoder.decode(plain)) as { x: string; v: string };
       found.set(placeholder, v);
+      if (now - (this.#renewed.get(records[i]) ?? -Infinity) < slack) return;
       renew.push(records[i], x);
+      used.push(placeholder);
     }));
-    await Promise.all([
-      this.#store.expire(renew, this.#options.ttlMs),
-      this.#used(prefix, [
-        ...found.keys(),
-      ]),
-    ]);
+    if (used.length === 0) return found;
+    if (this.#renewed.size + used.length > MAX_RENEWED) this.#renewed.clear();
+    for (let i = 0; i < renew.length; i += 2) this.#renewed.set(renew[i], now);
+    // Renewing is bookkeeping, done behind the answer: the caller goes on to its next wait (the
+    // tool call), then the renewals are sent (issuing them took 0.9 ms, more than the read's
+    // round trip, on this 2-core machine). One lost to a store that went away costs at most an
+    // earlier expiry.
+    setImmediate(() => this.#renew(prefix, renew, used).catch(() => {}));
     return found;
   }
 
@@ -170,6 +200,14 @@ export class VaultStore {
    */
   async given(principal: string, category: string): Promise<number> {
     return await this.#store.counter(`${await this.#prefix(principal)}n:${category}`);
+  }
+
+  /** Renews records and their lookups, and marks their placeholders used. */
+  async #renew(prefix: string, keys: string[], placeholders: string[]): Promise<void> {
+    await Promise.all([
+      this.#store.expire(keys, this.#options.ttlMs),
+      this.#used(prefix, placeholders),
+    ]);
   }
 
   /** Marks placeholders used now, and drops the least recently used past the bound. */

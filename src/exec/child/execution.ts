@@ -24,7 +24,7 @@ import {
   OutputCapture,
   type OutputWatcher,
 } from "./frames.ts";
-import { keepParts, type RunOutputs } from "../output_store.ts";
+import { keepParts, type OutputKeeper } from "../output_store.ts";
 import type { ExecutionResult, ResultImage } from "../result.ts";
 import { type CheckedImage, MAX_IMAGES_PER_RUN, readImage } from "./images.ts";
 
@@ -57,7 +57,7 @@ export interface RunLimits {
    * store); the result then shows a preview of it and names it. Without it, printing past the cap
    * stops the run and a return value that does not fit fails it.
    */
-  keep?: RunOutputs;
+  keep?: OutputKeeper;
   /**
    * Sees stdout as it is captured: with `privacy.tokenize`, personal data is detected while the
    * run prints rather than after it has ended.
@@ -195,7 +195,7 @@ export class Execution {
       this.#channel.captureStderr(undefined);
     }
     try {
-      return this.#outcome(Math.round(performance.now() - started));
+      return await this.#outcome(Math.round(performance.now() - started));
     } finally {
       this.#options.keep?.release();
     }
@@ -465,7 +465,7 @@ export class Execution {
     );
   }
 
-  #outcome(durationMs: number): ExecutionResult {
+  async #outcome(durationMs: number): Promise<ExecutionResult> {
     const options = this.#options;
     const result = this.#result;
     const timeout = this.#timedOut;
@@ -476,11 +476,12 @@ export class Execution {
       if (result?.error?.traceback) error.traceback = result.error.traceback;
     }
     const keptValue = error ? undefined : this.#keptValue;
-    const shown = keepParts(options.keep, this.#budget.left, {
+    const shown = await keepParts(options.keep, this.#budget.left, {
       stdout: this.#stdout,
       stderr: this.#stderr,
       returnValue: keptValue,
     }, options.cleanStderr);
+    error ??= shown.error?.toInfo();
     const out: ExecutionResult = {
       ok: !error && result?.ok === true,
       stdout: shown.stdout,
@@ -490,16 +491,33 @@ export class Execution {
     };
     if (!error && !keptValue && result?.value !== undefined) out.returnValue = result.value;
     if (error) out.error = options.cleanError ? options.cleanError(error) : error;
-    if (this.#stdout.truncated || this.#stderr.truncated || shown.outputs.length > 0) {
+    if (
+      this.#stdout.truncated || this.#stderr.truncated || shown.outputs.length > 0 || shown.error
+    ) {
       out.truncated = true;
     }
-    const images = this.#images.map(({ image, kept }): ResultImage => {
+    const images: ResultImage[] = [];
+    for (const { image, kept } of this.#images) {
       const { mimeType, bytes, data } = image;
-      if (!kept || !options.keep) return { mimeType, bytes, data };
-      const output = options.keep.keep("image", data, data.length, mimeType);
-      shown.outputs.push(output);
-      return { mimeType, bytes, output: output.id };
-    });
+      if (!kept || !options.keep) {
+        images.push({ mimeType, bytes, data });
+        continue;
+      }
+      try {
+        const output = await options.keep.keep("image", data, data.length, mimeType);
+        shown.outputs.push(output);
+        images.push({ mimeType, bytes, output: output.id });
+      } catch (failure) {
+        // As keepParts: no link to an image that is not kept (the shared store), and the run fails.
+        const info = CodeExecutorError.from(failure, "StateUnavailable").toInfo();
+        out.truncated = true;
+        if (!out.error) {
+          out.ok = false;
+          delete out.returnValue;
+          out.error = options.cleanError ? options.cleanError(info) : info;
+        }
+      }
+    }
     if (images.length > 0) out.images = images;
     if (shown.outputs.length > 0) out.outputs = shown.outputs;
     return out;

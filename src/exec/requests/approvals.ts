@@ -19,7 +19,7 @@ import {
   type ApprovalPolicy,
   argumentDigest,
   PENDING_TTL_MS,
-  type PendingApprovals,
+  type PendingCalls,
   showCall,
 } from "../../policy/approvals.ts";
 import type { ClientChannel } from "../../sampling/channel.ts";
@@ -157,39 +157,40 @@ export class ElicitingApprover implements Approver {
  * protect).
  */
 export class PendingApprover implements Approver {
-  #store: PendingApprovals;
+  #store: PendingCalls;
   #why: string;
   #offer: (() => void) | undefined;
 
   /**
    * Creates an approver for a client that cannot be asked.
    *
-   * @param store The host's pending calls.
+   * @param store The host's pending calls (this process's, or the shared store's).
    * @param why Why the client cannot be asked, for the message.
    * @param offer Makes `approve_pending_calls` available to the client, at the first refusal.
    */
-  constructor(store: PendingApprovals, why: string, offer?: () => void) {
+  constructor(store: PendingCalls, why: string, offer?: () => void) {
     this.#store = store;
     this.#why = why;
     this.#offer = offer;
   }
 
-  decide(request: ApprovalRequest): Promise<ApprovalDecision> {
+  async decide(request: ApprovalRequest): Promise<ApprovalDecision> {
     const { principal, fullName, digest, shown } = request;
-    if (this.#store.take(principal, fullName, digest)) {
-      return Promise.resolve({ approved: true, how: "approval-tool" });
+    // A store that cannot be asked throws StateUnavailable here: the call is not made.
+    if (await this.#store.take({ principal, fullName, digest })) {
+      return { approved: true, how: "approval-tool" };
     }
-    const id = this.#store.add(principal, fullName, digest, shown);
+    const id = await this.#store.add({ principal, fullName, digest }, shown);
     this.#offer?.();
     const claim = JSON.stringify({ calls: [{ id, call: shown }] });
-    return Promise.resolve({
+    return {
       approved: false,
       how: "pending",
       message:
         `A person must approve the call to ${fullName} (${request.reason}), and this client cannot ask them (${this.#why}). The call was not made. To have it approved, call the tool approve_pending_calls with ${claim} — the client asks its user to confirm it — then run the code again: the same call then goes through once (within ${
           PENDING_TTL_MS / 60_000
         } minutes)`,
-    });
+    };
   }
 }
 
@@ -204,7 +205,7 @@ export class PendingApprover implements Approver {
  */
 export function approverFor(
   client: ClientChannel | undefined,
-  store: PendingApprovals,
+  store: PendingCalls,
   timeoutMs: number,
 ): Approver {
   if (client?.elicit) {
@@ -297,25 +298,35 @@ export class ApprovalGate {
         reason,
       };
       const ask = () => approver.decide(request, signal);
-      decision = hold ? await hold.during(ask) : await ask();
+      try {
+        decision = hold ? await hold.during(ask) : await ask();
+      } catch (error) {
+        // The pending path could not reach the shared store: denied, and said why.
+        this.#audited(tool.fullName, digest, { approved: false, how: "error" }, started);
+        throw error;
+      }
       if (decision.approved && decision.forRun) this.#forRun.add(tool.fullName);
     }
-    this.#options.audit?.record({
-      kind: "approval",
-      executionId: this.#options.executionId,
-      principal: this.#options.principal,
-      tool: tool.fullName,
-      argumentDigest: digest,
-      decision: decision.approved ? "approved" : "denied",
-      how: decision.how,
-      ...(decision.forRun ? { scope: "run" } : {}),
-      ms: Math.round(performance.now() - started),
-    });
+    this.#audited(tool.fullName, digest, decision, started);
     if (!decision.approved) {
       throw new CodeExecutorError(
         "ApprovalDenied",
         decision.message ?? `The call to ${tool.fullName} was not approved`,
       );
     }
+  }
+
+  #audited(fullName: string, digest: string, decision: ApprovalDecision, started: number): void {
+    this.#options.audit?.record({
+      kind: "approval",
+      executionId: this.#options.executionId,
+      principal: this.#options.principal,
+      tool: fullName,
+      argumentDigest: digest,
+      decision: decision.approved ? "approved" : "denied",
+      how: decision.how,
+      ...(decision.forRun ? { scope: "run" } : {}),
+      ms: Math.round(performance.now() - started),
+    });
   }
 }

@@ -8,7 +8,7 @@
  */
 import type { Settings } from "../../config/settings.ts";
 import { CodeExecutorError, timedOut } from "../../errors.ts";
-import type { ApprovalPolicy, PendingApprovals } from "../../policy/approvals.ts";
+import type { ApprovalPolicy, PendingCalls } from "../../policy/approvals.ts";
 import type { AuditLog } from "../../policy/audit.ts";
 import { ToolPolicy } from "../../policy/tool_policy.ts";
 import { tokenizedProgress } from "../../privacy/tokenizer.ts";
@@ -16,7 +16,7 @@ import { ClientSession } from "../../sampling/session.ts";
 import type { SamplingBackend } from "../../sampling/types.ts";
 import type { SkillLanguage, SkillRecord, SkillStore } from "../../skills/store.ts";
 import type { Hub } from "../../upstream/hub.ts";
-import type { RunOutputs } from "../output_store.ts";
+import type { OutputKeeper } from "../output_store.ts";
 import type { ExecutionResult } from "../result.ts";
 import { LOCAL_PRINCIPAL } from "../../principals.ts";
 import type { RunContext, RunHold } from "../run.ts";
@@ -42,7 +42,7 @@ export interface RequestServices {
   /** Which calls need a person's approval (`approvals`). */
   approvals: ApprovalPolicy;
   /** Calls refused for want of a person, for `approve_pending_calls`. */
-  pending: PendingApprovals;
+  pending: PendingCalls;
 }
 
 /** One run's requests, served. */
@@ -135,7 +135,7 @@ interface RunScope {
   /** The caller's tool bridge. */
   bridge: ToolBridge;
   /** The caller's kept outputs (`readOutput`). */
-  outputs: RunOutputs;
+  outputs: OutputKeeper;
   /** Holds the caller and every nested run while a person is asked. */
   hold: RunHold;
   /** Aborted when the caller's run ends: a nested run ends with it. */

@@ -144,7 +144,13 @@ export class ToolBridge {
     } catch (error) {
       const reply = CodeExecutorError.from(error, "ToolCallError").toReply();
       // A tool's error or a schema message may quote the values the arguments were given.
-      if (this.#tokenizer) reply.error.message = this.#tokenizer.text(reply.error.message);
+      if (!this.#tokenizer) return reply;
+      try {
+        reply.error.message = await this.#tokenizer.text(reply.error.message);
+      } catch (unavailable) {
+        // Without the shared store's placeholders the message cannot be shown at all.
+        return CodeExecutorError.from(unavailable, "StateUnavailable").toReply();
+      }
       return reply;
     }
   }
@@ -275,7 +281,7 @@ export class ToolBridge {
     const args = argsObject(rawArgs, name);
     // The values go in place of the placeholders here, in the host: the schema sees the values,
     // while the person asked to approve (whose answer may reach the model) sees the placeholders.
-    const values = this.#tokenizer ? this.#tokenizer.resolveArgs(args, name) : args;
+    const values = this.#tokenizer ? await this.#tokenizer.resolveArgs(args, name) : args;
     const invalid = hub.catalog.validator(entry)(values);
     if (invalid) throw new CodeExecutorError("ToolValidationError", invalid);
     // After the allowlists and the schema, before the rate limit and the call: a person is asked
@@ -311,6 +317,6 @@ export class ToolBridge {
       });
     }
     const tokenizer = this.#tokenizer;
-    return tokenizer && !tokenizer.raw(entry.server) ? tokenizer.value(value) : value;
+    return tokenizer && !tokenizer.raw(entry.server) ? await tokenizer.value(value) : value;
   }
 }
