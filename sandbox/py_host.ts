@@ -13,9 +13,11 @@
  *
  * Protocol with the host (JSON lines):
  * - host → child on stdin: `{"t":"init","nonce","indexDir","indexUrl","workerPath","workerUrl",
- *   "snapshotPath"?,"session"?,"allowedImports","wheels"?,"prelude"}` (`wheels`: `[{"name",
- *   "data"}]`, the files' bytes in base64; `prelude`: the text of `sandbox/py_prelude.py`, which
- *   a Worker runs when it boots without the snapshot), then per run `{"t":"exec","source",
+ *   "snapshotPath"?,"session"?,"allowedImports","wheels"?,"prelude","files"?}` (`files`:
+ *   `{"path","url","read"}`, `sandbox/py_files.ts` and the run's granted paths, which the
+ *   process may read and the Worker mounts read-only; `wheels`: `[{"name","data"}]`, the files'
+ *   bytes in base64; `prelude`: the text of `sandbox/py_prelude.py`, which a Worker runs when it
+ *   boots without the snapshot), then per run `{"t":"exec","source",
  *   "args"?}`, `{"t":"reply","id","ok","value"|"error"}` and `{"t":"interrupt"}`; and
  *   `{"t":"next"}` after a run, once the host has seen that run's Worker gone: start the next
  *   interpreter. Between the runs of a session the host stops this process (SIGSTOP).
@@ -27,9 +29,10 @@
  *   the Worker fails during a run.
  * - Worker → host on stdout, with the Worker's nonce: `{"t":"out","s","d"}`,
  *   `{"t":"call","id","op",...}` and one `{"t":"result",...}` per exec (see `py_worker.ts`).
- * - snapshot mode (`{"t":"init","nonce","mode":"snapshot","snapshotOut","prelude",...}`, run
- *   with write access to the snapshot's directory only): boots, runs the prelude, writes the
- *   snapshot, sends `{"t":"snapshot","bytes","bootMs"}` and exits.
+ * - snapshot mode (`{"t":"init","nonce","mode":"snapshot","snapshotOut","prelude","wheels"?,
+ *   "preload"?,...}`, run with write access to the snapshot's directory only): boots, runs the
+ *   prelude, unpacks the wheels of `python.packages` and imports `preload` (their top-level
+ *   modules), writes the snapshot, sends `{"t":"snapshot","bytes","bootMs"}` and exits.
  *
  * Python code can reach its Worker's nonce and write any frame with it: the host treats every
  * frame as forged. What it cannot reach is this thread (the controller's nonce, which marks the
@@ -95,6 +98,14 @@ function decodeWheels(raw: unknown): {
     }
   }
   return { wheels, errors };
+}
+
+/** The run's granted paths (`init.files`), which the Worker may read and mounts read-only. */
+function grantedFiles(raw: unknown): { path: string; url: string; read: string[] } | undefined {
+  const { path, url, read } = (raw ?? {}) as Record<string, unknown>;
+  if (typeof path !== "string" || typeof url !== "string" || !Array.isArray(read)) return;
+  const paths = read.filter((entry): entry is string => typeof entry === "string");
+  return paths.length > 0 ? { path, url, read: paths } : undefined;
 }
 
 function text(value: unknown, max: number): string | undefined {
@@ -172,9 +183,9 @@ async function main(): Promise<void> {
   const snapshotPath = !snapshotMode && typeof init.snapshotPath === "string"
     ? init.snapshotPath
     : undefined;
-  const { wheels, errors: wheelErrors } = snapshotMode
-    ? { wheels: [], errors: [] }
-    : decodeWheels(init.wheels);
+  // In snapshot mode the wheels are those of python.packages, imported before the snapshot.
+  const { wheels, errors: wheelErrors } = decodeWheels(init.wheels);
+  const files = grantedFiles(init.files);
   const readyWheelErrors = (reported: unknown) => {
     const all = [...wheelErrors, ...(Array.isArray(reported) ? reported : [])]
       .map((error) => text(error, 2000)).filter((error) => error !== undefined).slice(0, 20);
@@ -202,7 +213,13 @@ async function main(): Promise<void> {
       name: "python",
       deno: {
         permissions: {
-          read: snapshotPath ? [indexDir, workerPath, snapshotPath] : [indexDir, workerPath],
+          // With files, the process may read its own paths and the run's grants, less what the
+          // host denied under them, which only inheriting keeps (a list cannot hold a deny).
+          read: files
+            ? "inherit"
+            : snapshotPath
+            ? [indexDir, workerPath, snapshotPath]
+            : [indexDir, workerPath],
           write: false,
           net: false,
           env: false,
@@ -274,6 +291,8 @@ async function main(): Promise<void> {
       allowedImports: init.allowedImports ?? [],
       wheels: own,
       prelude,
+      files: files && { url: files.url, read: files.read },
+      preload: snapshotMode && Array.isArray(init.preload) ? init.preload.map(String) : [],
     }, [channel.port2, ...own.map((wheel) => wheel.bytes.buffer as ArrayBuffer)]);
     if (!snapshotMode) {
       inbox.postMessage({ t: "attach", port: channel.port1, interrupt }, [channel.port1]);

@@ -13,8 +13,10 @@
  *
  * Messages:
  * - controller → worker: `{t:"boot", nonce, indexDir, indexUrl, snapshotPath?, makeSnapshot,
- *   session, module?, interrupt, port, allowedImports, wheels, prelude}` (`module`: the compiled
- *   Pyodide Wasm, shared by the process's Workers; `wheels`: `[{name, bytes}]`; `prelude`: the
+ *   session, module?, interrupt, port, allowedImports, wheels, prelude, files?, preload}`
+ *   (`module`: the compiled Pyodide Wasm, shared by the process's Workers; `wheels`: `[{name,
+ *   bytes}]`; `preload`: the modules a snapshot build imports after unpacking the wheels;
+ *   `files`: `{url, read}`, `sandbox/py_files.ts` and the granted paths it mounts; `prelude`: the
  *   text of `sandbox/py_prelude.py`, run only when making the snapshot or booting without one).
  * - inbox → worker, on `port`: `{t:"exec", source, args?}` (`args`: JSON text, a skill's
  *   arguments), `{t:"reply", id, body}` (`body`: the reply frame's JSON text) and
@@ -58,6 +60,7 @@ interface Pyodide {
   checkInterrupt(): void;
   makeMemorySnapshot(): Uint8Array;
   unpackArchive(buffer: Uint8Array, format: string, options?: { extractDir?: string }): void;
+  FS: unknown;
 }
 
 type LoadPyodide = (options: Record<string, unknown>) => Promise<Pyodide>;
@@ -373,6 +376,7 @@ async function boot(message: Record<string, unknown>): Promise<void> {
     if (message.makeSnapshot === true) {
       const made = await module.loadPyodide({ ...base, _makeSnapshot: true });
       runPrelude(made, message.prelude);
+      preloadPackages(made, message.wheels, message.preload);
       const bytes = made.makeMemorySnapshot();
       post({ t: "snapshot", bytes, bootMs: performance.now() - started }, [
         bytes.buffer as ArrayBuffer,
@@ -406,6 +410,7 @@ async function boot(message: Record<string, unknown>): Promise<void> {
   pyodide.setStdout(writer("stdout"));
   pyodide.setStderr(writer("stderr"));
   pyodide.setStdin({ error: true });
+  await mountGranted(pyodide, message.files);
   const wheelErrors = installWheels(pyodide, message.wheels);
   delete message.wheels;
   delete message.prelude;
@@ -451,6 +456,38 @@ function installWheels(target: Pyodide, wheels: unknown): string[] {
     }))`,
   );
   return errors;
+}
+
+/** Shows the run's granted paths (`permissions.read`) read-only, with `py_files.ts`. */
+async function mountGranted(target: Pyodide, files: unknown): Promise<void> {
+  const { url, read } = (files ?? {}) as { url?: unknown; read?: unknown };
+  if (typeof url !== "string" || !Array.isArray(read) || read.length === 0) return;
+  const module = await import(url) as {
+    mountHostPaths(pyodide: Pyodide, paths: string[]): void;
+  };
+  module.mountHostPaths(target, read.map(String));
+}
+
+/**
+ * Unpacks the wheels of `python.packages` and imports their modules, so that the snapshot holds
+ * them imported: a run's `import` of one then finds it in `sys.modules`. The files themselves
+ * are not in the snapshot (it holds the Wasm memory, not the file system), so every child unpacks
+ * the wheels again after it boots, for the submodules and data files that load later.
+ *
+ * @throws {Error} When a wheel cannot be unpacked or a module cannot be imported: the build
+ * fails, and the host names the wheel.
+ */
+function preloadPackages(target: Pyodide, wheels: unknown, preload: unknown): void {
+  const errors = installWheels(target, wheels);
+  if (errors.length > 0) throw new Error(errors.join("; "));
+  const names = Array.isArray(preload) ? preload.map(String) : [];
+  if (names.length === 0) return;
+  target.runPython(
+    `import importlib as _i\nfor _n in ${
+      JSON.stringify(names)
+    }:\n    _i.import_module(_n)\ndel _i, _n`,
+    { filename: "<python.packages>" },
+  );
 }
 
 function runPrelude(target: Pyodide, prelude: unknown): void {

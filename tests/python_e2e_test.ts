@@ -125,6 +125,7 @@ async function pythonSequence(t: Deno.TestContext, server: ServerHarness): Promi
     assertEquals(Object.keys(run?.inputSchema.properties ?? {}).sort(), [
       "allowedTools",
       "code",
+      "permissions",
       "session",
       "timeoutMs",
     ]);

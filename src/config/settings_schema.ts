@@ -202,6 +202,10 @@ const PythonSchema = z.object({
     description:
       "Directories of pure-Python wheels (`*-none-any.whl`, at most 20 MB in all) that every Python sandbox unpacks; their top-level packages become importable.",
   }),
+  packages: z.array(z.string().min(1)).default([]).meta({
+    description:
+      "Pure-Python wheels (`.whl` files, or directories of them) imported into the Python snapshot, so that importing them costs a run nothing; their top-level packages become importable. A change rebuilds the snapshot at the next start.",
+  }),
 }).strict();
 
 const OAuthSchema = z.object({

@@ -10,55 +10,33 @@ import { CodeExecutorError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { Metrics } from "../metrics.ts";
 import { explainDenied } from "../policy/denied_access.ts";
-import {
-  ApprovalPolicy,
-  localPendingCalls,
-  PendingApprovals,
-  type PendingCalls,
-} from "../policy/approvals.ts";
+import type { PendingCalls } from "../policy/approvals.ts";
 import { type GrantedPermissions, narrowPermissions } from "../policy/permissions.ts";
 import { LOCAL_PRINCIPAL } from "../principals.ts";
 import { HostPrivacy } from "../privacy/host.ts";
-import type { StdoutTokenizer } from "../privacy/stream.ts";
-import type { RunTokenizer } from "../privacy/tokenizer.ts";
-import { createProviderBackend } from "../sampling/providers.ts";
 import type { SkillLanguage, SkillStore } from "../skills/store.ts";
-import type { SharedState } from "../state/shared_state.ts";
 import { Admission } from "./admission.ts";
 import { removeStaleDirs, sandboxLocations } from "./child/files.ts";
 import { ChildReaper } from "./child/reaper.ts";
 import { startRuntimes } from "./languages.ts";
-import { type KeptOutput, type OutputKeeper, OutputStore, RunOutputs } from "./output_store.ts";
 import { ParkedRuns } from "./parked_runs.ts";
-import { type RequestServices, serveRequests } from "./requests/router.ts";
-import { type ExecutionResult, tokenizeResult } from "./result.ts";
+import { type RequestServices, requestServices, serveRequests } from "./requests/router.ts";
+import { type ExecutionResult, failedInServer, tokenizeResult, withheld } from "./result.ts";
 import {
   type ExecutorOptions,
+  InFlight,
   type PythonRunOptions,
   type RunContext,
   RunHold,
   type RunOptions,
+  type RunStart,
 } from "./run.ts";
 import { recordRun } from "./run_audit.ts";
 import type { LanguageRuntime, Lease } from "./runtime.ts";
-import { sharedPendingCalls } from "./shared_approvals.ts";
-import { SharedRunOutputs } from "./shared_outputs.ts";
+import { KeptOutputs } from "./shared_outputs.ts";
 
 /** The default profile: a child's own workspace and nothing else. */
 const NO_GRANTS: GrantedPermissions = { net: [], read: [], write: [], deny: [] };
-
-/** One run as its caller started it. */
-interface RunStart {
-  language: SkillLanguage;
-  code: string;
-  options: PythonRunOptions & RunOptions;
-  executionId: string;
-  principal: string;
-  /** Placeholders for personal data (`privacy.tokenize`), bound to the run's principal. */
-  tokenizer?: RunTokenizer;
-  /** Detects personal data in the run's stdout while it prints. */
-  stdout?: StdoutTokenizer;
-}
 
 /**
  * Runs code in sandbox children under the admin's settings: TypeScript in Deno children,
@@ -78,23 +56,18 @@ export class Executor {
   #admission: Admission;
   #services: RequestServices;
   #parked: ParkedRuns;
-  #outputs: OutputStore;
-  /** What replicas share, when it is in a store of its own (`state.url`). */
-  #shared: SharedState | undefined;
+  #outputs: KeptOutputs;
   #runtimes!: Record<SkillLanguage, LanguageRuntime>;
   #reaper: ChildReaper;
   #metrics: Metrics | undefined;
   #closing = new AbortController();
-  #running = 0;
-  #settled: Array<() => void> = [];
+  #inFlight = new InFlight();
 
   private constructor(settings: Settings, options: ExecutorOptions) {
     this.#settings = settings;
     // The in-process records are today's classes, with no round trip; the store's are used only
     // when replicas share one.
-    const shared = this.#shared = options.shared?.store.kind === "memory"
-      ? undefined
-      : options.shared;
+    const shared = options.shared?.store.kind === "memory" ? undefined : options.shared;
     // First: an invalid `privacy` setting fails the start before any child is spawned.
     this.#privacy = new HostPrivacy(
       settings.privacy,
@@ -104,23 +77,15 @@ export class Executor {
     );
     this.#log = options.log;
     this.#admission = new Admission(settings, shared);
-    const provider = settings.sampling.provider;
-    this.#services = {
-      settings,
-      hub: options.hub,
-      skills: options.skills,
-      audit: options.audit,
-      fallback: provider ? createProviderBackend(provider) : undefined,
+    this.#services = requestServices(settings, options, {
       scrubPersonalData: this.#privacy.scrubSampling,
-      approvals: new ApprovalPolicy(settings.approvals),
-      pending: shared
-        ? sharedPendingCalls(shared.approvals, options.audit)
-        : localPendingCalls(new PendingApprovals(options.audit)),
-    };
-    this.#outputs = new OutputStore({
-      ...settings.outputs,
-      previewChars: settings.limits.previewChars,
+      pending: shared?.approvals,
     });
+    this.#outputs = new KeptOutputs(
+      { ...settings.outputs, previewChars: settings.limits.previewChars },
+      shared?.outputs,
+      (text, principal) => this.#privacy.forClient(text, principal),
+    );
     this.#parked = new ParkedRuns(
       settings.approvals.stateKey ?? options.shared?.keys.requestState,
       settings.http.replicaId,
@@ -171,45 +136,9 @@ export class Executor {
     return this.#services.pending;
   }
 
-  /** Outputs kept past their cap in this process (without `state.url`). */
-  get outputs(): OutputStore {
+  /** The kept outputs (`code-executor://output/<id>`), read for their principal. */
+  get outputs(): KeptOutputs {
     return this.#outputs;
-  }
-
-  /**
-   * The kept outputs a principal may read (`resources/list`), kept through any replica with
-   * `state.url`.
-   *
-   * @param principal Who asks.
-   * @returns Their descriptions, oldest first.
-   * @throws {CodeExecutorError} `StateUnavailable`.
-   */
-  async listOutputs(principal: string): Promise<KeptOutput[]> {
-    return this.#shared
-      ? await this.#shared.outputs.list(principal)
-      : this.#outputs.list(principal);
-  }
-
-  /**
-   * Reads a kept output for a client (`resources/read`): with `privacy.tokenize`, its personal
-   * data is replaced by the principal's placeholders, as in the result that named it; a kept
-   * output holds what the code printed, which may carry real values (`privacy.rawServers`).
-   *
-   * @param idOrUri The output's id or URI.
-   * @param principal Who asks.
-   * @returns The output and its text.
-   * @throws {CodeExecutorError} `OutputNotFound` or `OutputAccessDenied`; `StateUnavailable`.
-   */
-  async readOutputForClient(
-    idOrUri: string,
-    principal: string,
-  ): Promise<KeptOutput & { text: string }> {
-    const output = this.#shared
-      ? await this.#shared.outputs.read(idOrUri, principal)
-      : this.#outputs.read(idOrUri, principal);
-    // An image's base64 is not text: a placeholder in it would break the image.
-    if (output.part === "image") return output;
-    return { ...output, text: await this.#privacy.forClient(output.text, principal) };
   }
 
   /**
@@ -283,13 +212,13 @@ export class Executor {
       // that printed while it worked waits for its last lines only (issue #15).
       stdout: tokenizer?.stream(this.#settings.limits.maxOutputBytes),
     };
-    this.#running++;
+    this.#inFlight.enter();
     let result: ExecutionResult;
     try {
-      result = await this.#execute(run).catch((error) => this.#failed(error));
+      result = await this.#execute(run).catch((error) => failedInServer(error, this.#log));
     } finally {
       run.stdout?.stop();
-      if (--this.#running === 0) { for (const resolve of this.#settled.splice(0)) resolve(); }
+      this.#inFlight.leave();
     }
     const denied = result.error &&
       await explainDenied(result.error, {
@@ -311,19 +240,6 @@ export class Executor {
     return result;
   }
 
-  /** A run that failed in the server: a refusal is its own result, anything else a start error. */
-  #failed(error: unknown): ExecutionResult {
-    if (error instanceof CodeExecutorError) return error.toResult();
-    this.#log.error(`Execution failed inside the server: ${(error as Error).stack ?? error}`);
-    return new CodeExecutorError(
-      "SandboxStartError",
-      `Cannot run the code: ${
-        (error as Error).message
-      }; check sandbox.denoPath (DENO_PATH) and the server log`,
-      { cause: error },
-    ).toResult();
-  }
-
   async #execute(run: RunStart): Promise<ExecutionResult> {
     if (this.#closing.signal.aborted) {
       throw new CodeExecutorError("ShuttingDown", "The server is shutting down");
@@ -336,14 +252,7 @@ export class Executor {
       ? AbortSignal.any([options.signal, this.#closing.signal])
       : this.#closing.signal;
     const release = await this.#admission.enter(principal, signal);
-    const outputs: OutputKeeper = this.#shared
-      ? new SharedRunOutputs(this.#shared.outputs, {
-        principal,
-        // Past the run's deadline, with room for its holds: a dead replica's bytes come back.
-        leaseMs: timeoutMs + 60_000,
-        previewChars: this.#outputs.previewChars,
-      })
-      : new RunOutputs(this.#outputs, principal);
+    const outputs = this.#outputs.forRun(principal, timeoutMs);
     const ended = new AbortController();
     const hold = options.hold ?? new RunHold();
     let leased: Lease | undefined;
@@ -369,8 +278,7 @@ export class Executor {
         tokenizer: run.tokenizer,
         outputs,
         remainingMs: () => timeoutMs - (performance.now() - started) + hold.heldMs,
-        // A Python caller has no grants (its child reaches nothing): its TypeScript skills get
-        // none either.
+        // A Python caller's read grants stay in its own child: its TypeScript skills get none.
         lease: (skill, args, timeoutMs) =>
           this.#runtimes[skill.language].lease({
             code: skill.code,
@@ -408,7 +316,7 @@ export class Executor {
 
   /** Runs in progress, queued ones included. */
   get running(): number {
-    return this.#running;
+    return this.#inFlight.count;
   }
 
   /** Runs waiting for a slot (`limits.maxConcurrent`). */
@@ -422,18 +330,8 @@ export class Executor {
    * @param timeoutMs The longest wait.
    * @returns Whether every run finished in time.
    */
-  async settle(timeoutMs: number): Promise<boolean> {
-    if (this.#running === 0) return true;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const done = new Promise<boolean>((resolve) => this.#settled.push(() => resolve(true)));
-    const late = new Promise<boolean>((resolve) =>
-      timer = setTimeout(() => resolve(false), timeoutMs)
-    );
-    try {
-      return await Promise.race([done, late]);
-    } finally {
-      clearTimeout(timer);
-    }
+  settle(timeoutMs: number): Promise<boolean> {
+    return this.#inFlight.settle(timeoutMs);
   }
 
   /** Waits until every used child has been disposed (for tests and benchmarks). */
@@ -459,24 +357,4 @@ export class Executor {
     ]);
     this.#outputs.close();
   }
-}
-
-/**
- * A result that cannot be shown because its personal data could not be replaced by placeholders
- * (the shared store is away): nothing of it is, only why.
- */
-function withheld(result: ExecutionResult, error: unknown): ExecutionResult {
-  const cause = CodeExecutorError.from(error, "StateUnavailable");
-  return {
-    ok: false,
-    stdout: "",
-    stderr: "",
-    durationMs: result.durationMs,
-    toolCalls: [],
-    error: new CodeExecutorError(
-      "StateUnavailable",
-      `The run ended, but its result is withheld: its personal data could not be replaced by placeholders (privacy.tokenize). ${cause.message}`,
-      { cause },
-    ).toInfo(),
-  };
 }

@@ -14,7 +14,8 @@
  *
  * @module
  */
-import type { ExecutionErrorInfo } from "../errors.ts";
+import { CodeExecutorError, type ExecutionErrorInfo } from "../errors.ts";
+import type { Logger } from "../log.ts";
 import type { StdoutTokenizer } from "../privacy/stream.ts";
 import type { RunTokenizer } from "../privacy/tokenizer.ts";
 import type { KeptOutput } from "./output_store.ts";
@@ -198,4 +199,48 @@ export function withoutMessageLine(traceback: string, message: string): string {
     return (traceback.slice(0, lineStart) + rest).replace(/\n+$/, "");
   }
   return traceback;
+}
+
+/**
+ * A run that failed in the server: a refusal is its own result, anything else a start error
+ * (logged with its stack).
+ *
+ * @param error What was thrown.
+ * @param log The server log.
+ * @returns The run's result.
+ */
+export function failedInServer(error: unknown, log: Logger): ExecutionResult {
+  if (error instanceof CodeExecutorError) return error.toResult();
+  log.error(`Execution failed inside the server: ${(error as Error).stack ?? error}`);
+  return new CodeExecutorError(
+    "SandboxStartError",
+    `Cannot run the code: ${
+      (error as Error).message
+    }; check sandbox.denoPath (DENO_PATH) and the server log`,
+    { cause: error },
+  ).toResult();
+}
+
+/**
+ * A result that cannot be shown because its personal data could not be replaced by placeholders
+ * (the shared store is away): nothing of it is, only why.
+ *
+ * @param result The run's result.
+ * @param error Why it could not be tokenized.
+ * @returns The result to send instead.
+ */
+export function withheld(result: ExecutionResult, error: unknown): ExecutionResult {
+  const cause = CodeExecutorError.from(error, "StateUnavailable");
+  return {
+    ok: false,
+    stdout: "",
+    stderr: "",
+    durationMs: result.durationMs,
+    toolCalls: [],
+    error: new CodeExecutorError(
+      "StateUnavailable",
+      `The run ended, but its result is withheld: its personal data could not be replaced by placeholders (privacy.tokenize). ${cause.message}`,
+      { cause },
+    ).toInfo(),
+  };
 }

@@ -10,6 +10,7 @@ import type { Logger } from "../log.ts";
 import type { Metrics } from "../metrics.ts";
 import type { AuditLog } from "../policy/audit.ts";
 import type { RequestedPermissions } from "../policy/permissions.ts";
+import type { StdoutTokenizer } from "../privacy/stream.ts";
 import type { RunTokenizer } from "../privacy/tokenizer.ts";
 import type { ClientChannel } from "../sampling/channel.ts";
 import type { SkillLanguage, SkillRecord, SkillStore } from "../skills/store.ts";
@@ -156,4 +157,63 @@ export interface RunContext {
   lease(skill: SkillRecord, args: Record<string, unknown>, timeoutMs: number): Promise<Lease>;
   /** The reply fields that run a skill's body in a child of the skill's language. */
   inline(skill: SkillRecord): Record<string, unknown>;
+}
+
+/** One run as its caller started it. */
+export interface RunStart {
+  /** Its language. */
+  language: SkillLanguage;
+  /** The code. */
+  code: string;
+  /** What its caller asked for. */
+  options: PythonRunOptions & RunOptions;
+  /** Its id in the audit log. */
+  executionId: string;
+  /** Who runs it. */
+  principal: string;
+  /** Placeholders for personal data (`privacy.tokenize`), bound to the run's principal. */
+  tokenizer?: RunTokenizer;
+  /** Detects personal data in the run's stdout while it prints. */
+  stdout?: StdoutTokenizer;
+}
+
+/** The runs in progress (queued ones included), and a wait until there are none (a drain). */
+export class InFlight {
+  #count = 0;
+  #settled: Array<() => void> = [];
+
+  /** How many runs are in progress. */
+  get count(): number {
+    return this.#count;
+  }
+
+  /** A run begins. */
+  enter(): void {
+    this.#count++;
+  }
+
+  /** A run has ended; the last one wakes every {@linkcode InFlight.settle}. */
+  leave(): void {
+    if (--this.#count === 0) { for (const resolve of this.#settled.splice(0)) resolve(); }
+  }
+
+  /**
+   * Waits until no run is in progress.
+   *
+   * @param timeoutMs The longest wait.
+   * @returns Whether every run finished in time.
+   */
+  async settle(timeoutMs: number): Promise<boolean> {
+    if (this.#count === 0) return true;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const done = new Promise<boolean>((resolve) => this.#settled.push(() => resolve(true)));
+    const late = new Promise<boolean>((resolve) =>
+      timer = setTimeout(() => resolve(false), timeoutMs)
+    );
+    try {
+      return await Promise.race([done, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 }

@@ -27,7 +27,7 @@ export interface Deadline {
 export interface LeaseRequest {
   /** The code to run: the model's, or a skill's body in a nested run. */
   code: string;
-  /** What the child may reach beyond its workspace (a Python child reaches nothing). */
+  /** What the child may reach beyond its workspace (a Python child: `read` only). */
   granted: GrantedPermissions;
   /** The run's time and cancellation: a start-up that waits (Python's first) stops at it. */
   deadline: Deadline;

@@ -19,7 +19,91 @@ import {
   type KeptOutput,
   type OutputKeeper,
   type OutputPart,
+  OutputStore,
+  type OutputStoreOptions,
+  RunOutputs,
 } from "./output_store.ts";
+
+/**
+ * The kept outputs as runs and clients reach them: in this process (`OutputStore`), or with
+ * `state.url` in the shared store, which every replica reads.
+ */
+export class KeptOutputs {
+  readonly #local: OutputStore;
+  readonly #shared: KeptStore | undefined;
+  readonly #forClient: (text: string, principal: string) => Promise<string>;
+
+  /**
+   * Chooses where outputs are kept.
+   *
+   * @param options `outputs.*` and `limits.previewChars`.
+   * @param shared The shared store's outputs, when replicas share a store of their own.
+   * @param forClient Text on its way to a principal's client, with personal data as their
+   *   placeholders (`privacy.tokenize`).
+   */
+  constructor(
+    options: OutputStoreOptions,
+    shared: KeptStore | undefined,
+    forClient: (text: string, principal: string) => Promise<string>,
+  ) {
+    this.#local = new OutputStore(options);
+    this.#shared = shared;
+    this.#forClient = forClient;
+  }
+
+  /**
+   * A run's keeper: what it keeps, bound to its principal.
+   *
+   * @param principal Who may read it.
+   * @param timeoutMs The run's timeout: a shared reservation outlives it by a minute, so that a
+   *   dead replica's bytes come back.
+   * @returns The keeper.
+   */
+  forRun(principal: string, timeoutMs: number): OutputKeeper {
+    return this.#shared
+      ? new SharedRunOutputs(this.#shared, {
+        principal,
+        leaseMs: timeoutMs + 60_000,
+        previewChars: this.#local.previewChars,
+      })
+      : new RunOutputs(this.#local, principal);
+  }
+
+  /**
+   * The outputs a principal may read (`resources/list`).
+   *
+   * @param principal Who asks.
+   * @returns Their descriptions, oldest first.
+   * @throws {CodeExecutorError} `StateUnavailable`.
+   */
+  async list(principal: string): Promise<KeptOutput[]> {
+    return this.#shared ? await this.#shared.list(principal) : this.#local.list(principal);
+  }
+
+  /**
+   * Reads a kept output for a client (`resources/read`): with `privacy.tokenize`, its personal
+   * data is replaced by the principal's placeholders, as in the result that named it; a kept
+   * output holds what the code printed, which may carry real values (`privacy.rawServers`).
+   *
+   * @param idOrUri Its id or URI.
+   * @param principal Who asks.
+   * @returns The output and its text.
+   * @throws {CodeExecutorError} `OutputNotFound` or `OutputAccessDenied`; `StateUnavailable`.
+   */
+  async read(idOrUri: string, principal: string): Promise<KeptOutput & { text: string }> {
+    const output = this.#shared
+      ? await this.#shared.read(idOrUri, principal)
+      : this.#local.read(idOrUri, principal);
+    // An image's base64 is not text: a placeholder in it would break the image.
+    if (output.part === "image") return output;
+    return { ...output, text: await this.#forClient(output.text, principal) };
+  }
+
+  /** Stops this process's expiry timer. */
+  close(): void {
+    this.#local.close();
+  }
+}
 
 /** Options of {@linkcode SharedRunOutputs}. */
 export interface SharedRunOutputsOptions {

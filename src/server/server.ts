@@ -109,6 +109,8 @@ const RunPythonFields = z.object({
   session: z.string().meta({ "x-mcp-header": "Session" }).optional().describe(
     "Keep variables between calls under this id",
   ),
+  // Described by the tool's text ("like run_typescript"): every token here is in every context.
+  permissions: z.object({ read: z.array(z.string()).optional() }).strict().optional(),
 }).strict();
 const RunPythonInput = withoutDialect(RunPythonFields.extend(LlmCaps));
 const RunPythonPlainInput = withoutDialect(RunPythonFields) as typeof RunPythonInput;
@@ -455,8 +457,8 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
   });
 
   registerOutputResources(server, {
-    list: (principal) => deps.executor.listOutputs(principal),
-    read: (idOrUri, principal) => deps.executor.readOutputForClient(idOrUri, principal),
+    list: (principal) => deps.executor.outputs.list(principal),
+    read: (idOrUri, principal) => deps.executor.outputs.read(idOrUri, principal),
   });
   if (deps.skills) attachAgentSkills(server, deps.skills);
   const adminPolicy = new ToolPolicy(deps.executor.settings.tools);
@@ -485,7 +487,7 @@ export function createServer(deps: ServerDeps): CodeExecutorServer {
       title: "Run Python",
       description: RUN_PYTHON_DESCRIPTION + (sampling ? " Also llm, ask_user, progress." : ""),
       inputSchema: sampling ? RunPythonInput : RunPythonPlainInput,
-      options: (args) => ({ session: args.session }),
+      options: (args) => ({ session: args.session, permissions: args.permissions }),
       run: (code, options) => deps.executor.runPython(code, options),
     });
   }

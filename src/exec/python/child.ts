@@ -12,6 +12,7 @@ import { pathToFileURL } from "node:url";
 import { cancelled, CodeExecutorError, timedOut } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
 import { type LocalWheel, wheelModules } from "./wheels.ts";
+import { fileFlags, hasFileGrants, type PyFileFlags, type PyFileGrants } from "./files.ts";
 import type { ExecutionResult } from "../result.ts";
 import { pythonPrelude } from "../child/files.ts";
 import type { RunLimits } from "../child/execution.ts";
@@ -98,6 +99,10 @@ export interface PyChildOptions {
   wheels?: readonly LocalWheel[];
   /** Where to report problems. */
   log: Logger;
+  /** Path of `sandbox/py_files.ts` on disk, which mounts `files`. */
+  filesPath?: string;
+  /** Host paths the run may read, mounted read-only at the same paths (`files.ts`). */
+  files?: PyFileGrants;
 }
 
 /** Limits of one Python run. */
@@ -250,6 +255,7 @@ export class PyChild {
     opts: PyChildOptions,
     wheels: WheelFrame[],
     prelude: string,
+    files: PyFileFlags | undefined,
   ) {
     this.#process = process;
     this.#log = opts.log;
@@ -257,7 +263,8 @@ export class PyChild {
     this.#maxRuns = this.#session ? Infinity : Math.max(1, opts.maxRuns ?? 1);
     this.#retireAt = performance.now() + (opts.maxAgeMs ?? Infinity);
     // Only where the host can see that a run's Worker is gone: Linux's /proc.
-    this.#reusable = !this.#session && this.#maxRuns > 1 && HAS_PROC;
+    // A child with file grants may read them: it serves the run it was started for alone.
+    this.#reusable = !this.#session && this.#maxRuns > 1 && HAS_PROC && !files;
     this.#ready = this.#untilBooted().then(async (ok) => {
       if (ok && this.#reusable) await this.#findInbox();
       return ok;
@@ -275,6 +282,7 @@ export class PyChild {
       wheels: wheels.map(({ name, data }) => ({ name, data })),
       // Run only by a Worker that cannot use the snapshot, which only the Worker finds out: 18 KB.
       prelude,
+      files: files?.init,
     }).catch(() => {});
   }
 
@@ -292,6 +300,8 @@ export class PyChild {
     const prelude = await pythonPrelude();
     const read = [opts.pyodideDir, opts.workerPath, opts.inboxPath];
     if (opts.snapshotPath) read.push(opts.snapshotPath);
+    const files = hasFileGrants(opts.files) ? fileFlags(opts.files, opts.filesPath) : undefined;
+    if (files) read.push(...files.read);
     const process = await SandboxProcess.start({
       ...opts,
       // Each interpreter's Worker is a thread of its own, and glibc gives threads arenas of their
@@ -300,12 +310,13 @@ export class PyChild {
       args: () => [
         "--unstable-worker-options",
         `--allow-read=${read.join(",")}`,
+        ...(files?.args ?? []),
         `--v8-flags=--max-old-space-size=${opts.memoryMb},${PY_V8_FLAGS}`,
         opts.hostPath,
         opts.inboxPath,
       ],
     });
-    return new PyChild(process, opts, wheels, prelude);
+    return new PyChild(process, opts, wheels, prelude, files);
   }
 
   /** The child's process id. */

@@ -12,6 +12,7 @@ import { sha256Hex } from "../../_util.ts";
 import { dieWithParent } from "../../parent_death.ts";
 import { pythonPrelude } from "../child/files.ts";
 import { SANDBOX_RUN_FLAGS } from "../child/process.ts";
+import { type LocalWheel, wheelModules } from "./wheels.ts";
 // Importing the package's manifest makes Deno install the package with the program (a fresh
 // clone's `deno task start` fetches it), and tells where it landed.
 import pyodideManifest from "pyodide/package.json" with { type: "json" };
@@ -149,6 +150,8 @@ export interface SnapshotOptions {
   timeoutMs?: number;
   /** Aborting it kills the build (server shutdown). */
   signal?: AbortSignal;
+  /** Wheels of `python.packages`: unpacked and imported before the snapshot is taken. */
+  packages?: readonly LocalWheel[];
 }
 
 /** What a build produced. */
@@ -172,12 +175,19 @@ export interface SnapshotBuild {
  * @returns The path, which may not exist yet.
  */
 export async function snapshotPath(
-  options: Pick<SnapshotOptions, "workerPath" | "pyodideDir" | "cacheDir">,
+  options: Pick<SnapshotOptions, "workerPath" | "pyodideDir" | "cacheDir" | "packages">,
 ): Promise<string> {
   const meta = JSON.parse(await Deno.readTextFile(join(options.pyodideDir, "package.json")));
   const worker = await Deno.readTextFile(options.workerPath);
   const prelude = sha256Hex(await pythonPrelude());
-  const hash = sha256Hex(`${meta.version}\0${Deno.version.deno}\0${worker}\0${prelude}`);
+  const packages = (options.packages ?? []).map((wheel) =>
+    `${wheel.name}:${sha256Hex(wheel.bytes)}`
+  );
+  const hash = sha256Hex(
+    `${meta.version}\0${Deno.version.deno}\0${worker}\0${prelude}${
+      packages.length > 0 ? `\0${packages.join("\0")}` : ""
+    }`,
+  );
   return join(options.cacheDir, `pyodide-${meta.version}-${hash.slice(0, 16)}.snapshot`);
 }
 
@@ -234,6 +244,7 @@ export async function buildPyodideSnapshot(options: SnapshotOptions): Promise<Sn
         workerUrl: pathToFileURL(options.workerPath).href,
         snapshotOut: path,
         prelude: await pythonPrelude(),
+        ...packagesInit(options.packages ?? []),
       }) + "\n",
     ));
     await writer.close().catch(() => {});
@@ -263,6 +274,15 @@ export async function buildPyodideSnapshot(options: SnapshotOptions): Promise<Sn
     clearTimeout(timer);
     options.signal?.removeEventListener("abort", kill);
   }
+}
+
+/** The `wheels` and `preload` fields of a snapshot build's `init`: what it unpacks and imports. */
+function packagesInit(packages: readonly LocalWheel[]): Record<string, unknown> {
+  if (packages.length === 0) return {};
+  return {
+    wheels: packages.map((wheel) => ({ name: wheel.name, data: wheel.bytes.toBase64() })),
+    preload: [...new Set(packages.flatMap((wheel) => wheelModules(wheel.bytes)))],
+  };
 }
 
 const SNAPSHOT_UNUSED_MS = 7 * 24 * 60 * 60 * 1000;

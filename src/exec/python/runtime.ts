@@ -24,6 +24,7 @@ import { PyPool } from "./pool.ts";
 import { ensurePyodideSnapshot, findPyodideDir } from "./pyodide.ts";
 import { SessionStore } from "./sessions.ts";
 import { readWheels, wheelDirsSignature, WheelWatch } from "./wheels.ts";
+import { checkSessionGrants, grantsKey, hasFileGrants, pythonFileGrants } from "./files.ts";
 
 /** What Python children are started from, found once. */
 interface PythonStart {
@@ -62,10 +63,12 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
   const hostPath = await sandboxFile("py_host.ts", sandboxDir);
   const workerPath = await sandboxFile("py_worker.ts", sandboxDir);
   const inboxPath = await sandboxFile("py_inbox.ts", sandboxDir);
+  const filesPath = await sandboxFile("py_files.ts", sandboxDir);
   const pyodideDir = await findPyodideDir();
   // Taken before the read: a wheel rewritten meanwhile is then read again at the next check.
   const signature = await wheelDirsSignature(python.wheelDirs);
   const wheels = await readWheels(python.wheelDirs, { log });
+  const packages = await readWheels(python.packages, { log, setting: "python.packages" });
   let snapshotError: string | undefined;
   const snapshotPath = await ensurePyodideSnapshot({
     denoPath: locations.denoPath,
@@ -84,6 +87,7 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
       },
     },
     signal: closing,
+    packages,
   });
   if (closing.aborted) throw new Error("The server is shutting down");
   let base: Omit<PyChildOptions, "session"> = {
@@ -91,6 +95,7 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
     hostPath,
     workerPath,
     inboxPath,
+    filesPath,
     pyodideDir,
     snapshotPath,
     tempRoot: locations.tempRoot,
@@ -99,7 +104,8 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
     maxRuns: python.runsPerChild,
     maxAgeMs: python.childMaxAgeMs,
     allowedImports: python.allowedImports,
-    wheels,
+    // Every child unpacks the packages too: the snapshot holds their modules, not their files.
+    wheels: [...packages, ...wheels],
     log,
   };
   const boot = async () => {
@@ -135,7 +141,7 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
     signature,
     log,
     changed: (wheels) => {
-      base = { ...base, wheels };
+      base = { ...base, wheels: [...packages, ...wheels] };
       pool.drain();
     },
   });
@@ -241,6 +247,8 @@ export class PythonRuntime implements LanguageRuntime {
   /** The pool, once Python has started. */
   #pool: PyPool | undefined;
   #sessions: SessionStore<PyChild>;
+  /** The file grants each session's child was started with ({@linkcode grantsKey}). */
+  #sessionGrants = new WeakMap<PyChild, string>();
 
   private constructor(context: RuntimeContext) {
     this.#context = context;
@@ -304,34 +312,50 @@ export class PythonRuntime implements LanguageRuntime {
     // Wheels that `sync` regenerated reach this run's child without a restart.
     await python.refreshWheels();
     const graceMs = this.#context.settings.python.interruptGraceMs;
+    // A run granted files gets a child started with them, and the child is its alone.
+    const files = hasFileGrants(request.granted)
+      ? await pythonFileGrants(request.granted)
+      : undefined;
     if (session !== undefined) {
+      const grants = grantsKey(files);
       return {
         run: (limits) =>
           this.#sessions.use(
             { id: session, owner: principal },
-            () => PyChild.spawn({ ...python.base, session: true }),
-            (child) => child.run(code, { ...limits, graceMs }),
+            async () => {
+              const child = await PyChild.spawn({ ...python.base, session: true, files });
+              this.#sessionGrants.set(child, grants);
+              return child;
+            },
+            (child) => {
+              checkSessionGrants(session, this.#sessionGrants.get(child) ?? "", grants);
+              return child.run(code, { ...limits, graceMs });
+            },
           ),
         done: () => {},
       };
     }
     let child: PyChild;
     try {
-      const pooled = await takePooledChild(python.pool, principal, deadline);
-      if (pooled) child = pooled;
+      if (files) child = await PyChild.spawn({ ...python.base, files });
       else {
-        child = await PyChild.spawn(python.base);
-        python.pool.adopt(child, principal);
+        const pooled = await takePooledChild(python.pool, principal, deadline);
+        if (pooled) child = pooled;
+        else {
+          child = await PyChild.spawn(python.base);
+          python.pool.adopt(child, principal);
+        }
       }
     } catch (error) {
-      python.pool.returned();
+      if (!files) python.pool.returned();
       throw error;
     }
     this.#context.reaper.track(child);
     return {
       run: (limits) => child.run(code, { ...limits, graceMs, args }),
-      // The child boots its next interpreter for this principal, or is disposed of.
-      done: () => python.pool.release(child),
+      // A child started with the run's file grants may read them: it serves that run alone. Any
+      // other boots its next interpreter for this principal, or is disposed of.
+      done: () => files ? this.#context.reaper.retire(child, () => {}) : python.pool.release(child),
     };
   }
 

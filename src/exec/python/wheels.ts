@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import type { Logger } from "../../log.ts";
 
 /** A wheel handed to Python children. */
@@ -35,6 +35,8 @@ export interface ReadWheelsOptions {
   log: Logger;
   /** Total size of the wheels; {@linkcode MAX_WHEEL_BYTES} by default. */
   maxBytes?: number;
+  /** The setting that names the paths, for messages; `python.wheelDirs` by default. */
+  setting?: string;
 }
 
 const EOCD_SIGNATURE = 0x06054b50;
@@ -148,15 +150,24 @@ export async function readWheels(
   const wheels: LocalWheel[] = [];
   const seen = new Map<string, string>();
   let total = 0;
-  for (const dir of dirs) {
+  const setting = options.setting ?? "python.wheelDirs";
+  for (let dir of dirs) {
     const names: string[] = [];
     try {
-      for await (const entry of Deno.readDir(dir)) {
-        if (entry.name.endsWith(".whl") && !entry.isDirectory) names.push(entry.name);
+      // A path of `python.packages` may name one wheel file.
+      if (dir.endsWith(".whl") && (await Deno.stat(dir)).isFile) {
+        names.push(basename(dir));
+        dir = dirname(dir);
+      } else {
+        for await (const entry of Deno.readDir(dir)) {
+          if (entry.name.endsWith(".whl") && !entry.isDirectory) names.push(entry.name);
+        }
       }
     } catch (error) {
       throw new Error(
-        `Cannot read the python.wheelDirs directory "${dir}": ${(error as Error).message}`,
+        `Cannot read the ${setting} ${options.setting ? "path" : "directory"} "${dir}": ${
+          (error as Error).message
+        }`,
       );
     }
     for (const name of names.sort()) {
@@ -179,7 +190,7 @@ export async function readWheels(
         total += info.size;
         if (total > maxBytes) {
           throw new RangeError(
-            `The wheels in python.wheelDirs are larger than ${
+            `The wheels in ${setting} are larger than ${
               megabytes(maxBytes)
             } (reached at ${path}): every Python sandbox holds them in memory, so keep fewer or smaller wheels there`,
           );

@@ -8,18 +8,26 @@
  */
 import type { Settings } from "../../config/settings.ts";
 import { CodeExecutorError, timedOut } from "../../errors.ts";
-import type { ApprovalPolicy, PendingCalls } from "../../policy/approvals.ts";
+import {
+  ApprovalPolicy,
+  localPendingCalls,
+  PendingApprovals,
+  type PendingCalls,
+} from "../../policy/approvals.ts";
 import type { AuditLog } from "../../policy/audit.ts";
 import { ToolPolicy } from "../../policy/tool_policy.ts";
 import { tokenizedProgress } from "../../privacy/tokenizer.ts";
 import { ClientSession } from "../../sampling/session.ts";
+import { createProviderBackend } from "../../sampling/providers.ts";
 import type { SamplingBackend } from "../../sampling/types.ts";
 import type { SkillLanguage, SkillRecord, SkillStore } from "../../skills/store.ts";
+import type { PendingStore } from "../../state/pending_store.ts";
 import type { Hub } from "../../upstream/hub.ts";
 import type { OutputKeeper } from "../output_store.ts";
 import type { ExecutionResult } from "../result.ts";
 import { LOCAL_PRINCIPAL } from "../../principals.ts";
 import type { RunContext, RunHold } from "../run.ts";
+import { sharedPendingCalls } from "../shared_approvals.ts";
 import type { Lease } from "../runtime.ts";
 import { ApprovalGate, approverFor } from "./approvals.ts";
 import { MAX_SKILL_DEPTH, SkillBridge, type SkillSource } from "./skill_bridge.ts";
@@ -43,6 +51,35 @@ export interface RequestServices {
   approvals: ApprovalPolicy;
   /** Calls refused for want of a person, for `approve_pending_calls`. */
   pending: PendingCalls;
+}
+
+/**
+ * The services of every run's requests, from the settings and what the executor was given.
+ *
+ * @param settings The admin's settings.
+ * @param given The hub, the skills and the audit log.
+ * @param privacy What takes personal data out of LLM rounds, and the shared store's pending
+ *   calls (`state.url`), else this process's.
+ * @returns The services.
+ */
+export function requestServices(
+  settings: Settings,
+  given: { hub?: Hub; skills?: SkillStore; audit?: AuditLog },
+  privacy: { scrubPersonalData?: (text: string) => string; pending?: PendingStore },
+): RequestServices {
+  const provider = settings.sampling.provider;
+  return {
+    settings,
+    hub: given.hub,
+    skills: given.skills,
+    audit: given.audit,
+    fallback: provider ? createProviderBackend(provider) : undefined,
+    scrubPersonalData: privacy.scrubPersonalData,
+    approvals: new ApprovalPolicy(settings.approvals),
+    pending: privacy.pending
+      ? sharedPendingCalls(privacy.pending, given.audit)
+      : localPendingCalls(new PendingApprovals(given.audit)),
+  };
 }
 
 /** One run's requests, served. */
