@@ -75,7 +75,7 @@ async function copyCheckout(to: string): Promise<void> {
     }
   };
   await Deno.mkdir(to, { recursive: true });
-  for (const name of ["main.ts", "deno.json", "deno.lock", "src", "sandbox"]) {
+  for (const name of ["main.ts", "deno.json", "deno.lock", "src", "sandbox", "lua"]) {
     await copy(join(ROOT, name), join(to, name));
   }
 }

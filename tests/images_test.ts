@@ -11,7 +11,7 @@
 import { deflateSync } from "node:zlib";
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch, describeResult } from "./_assert.ts";
-import { npmServer } from "./_env.ts";
+import { networkEnv, npmServer } from "./_env.ts";
 import { withExecutor } from "./_executor.ts";
 import { MEMORY } from "./_pins.ts";
 import { decodePng } from "./_png.ts";
@@ -121,6 +121,8 @@ Deno.test("display() images reach a real client as image content, or as a link p
   let server: ServerHarness | undefined;
   try {
     server = await startServer({
+      // The server fetches fast-png into its cache at start: it needs the caller's CAs and proxy.
+      env: networkEnv(),
       settings: {
         sandbox: { npmPackages: ["fast-png@8.0.0"] },
         limits: { maxOutputBytes: MAX_OUTPUT_BYTES },
