@@ -1,59 +1,62 @@
 /**
- * Latency, start-up, refill, memory and throughput of `run_python` with a trivial program
- * (`1 + 1`), measured through a real stdio MCP client (SDK v2) talking to
- * `deno run -A main.ts serve`, plus one in-process measurement of the Python warm pool with the
- * `Executor` API. A naive spawn-per-call baseline and the warm `run_typescript` median are timed
- * in the same process, so that results can be quoted as ratios.
+ * Latency, compute, throughput, refill and memory of `run_python`, measured through a real stdio
+ * MCP client (SDK v2) talking to `deno run -A main.ts serve`, against the seed product's shape
+ * (one shared in-process Pyodide), plus an in-process look at a Python child booting its next
+ * interpreter, phase by phase and with its CPU. Every target of issue 27 is one line of the
+ * report's table, with the load average when its scenario started.
  *
  * ```sh
- * deno run -A bench/run_python.ts [--iterations 40] [--warmup 3] [--pause-ms 1500]
- *   [--first-calls 3] [--refills 12] [--per-caller 8] [--skip-fresh-cache] [--quick] [--json]
+ * deno run -A bench/run_python.ts [--iterations 30] [--warmup 3] [--pause-ms 1000]
+ *   [--first-calls 3] [--recycles 20] [--per-caller 8] [--skip-fresh-cache] [--quick] [--json]
  * ```
  *
- * `--quick` measures only the baselines, the refill, the warm calls and the concurrent callers
- * (no first calls, no empty cache, no pool off), for a quick comparison while working.
+ * `--quick` measures only the paired calls, the recycle, back-to-back and concurrent calls and
+ * the idle tree (no first calls, no empty cache, no pool off, no TypeScript reference).
  *
  * Scenarios (warm-up calls are never counted):
  * - baseline: `deno run --no-config -q tiny.ts` per call, and warm `run_typescript` (`return 1`,
- *   TypeScript pool 2, Python off) as `bench/run_typescript.ts` measures it;
- * - in-process Pyodide: the seed product's shape, one shared Pyodide in a Deno process that runs
- *   every call with `runPythonAsync` (`bench/_inprocess_pyodide_server.ts`: no child, no fresh
- *   interpreter), called like the warm run_python, with the same pause before each call;
- * - refill, in process: `Executor.create()` with a Python pool of 2, then `pool.take()`,
- *   `pool.fill()`, `await pool.settled()`: one replacement child booted from the snapshot; and a
- *   full cycle, `runPython()` → `idle()` (the used child disposed) → `settled()` (pool full);
+ *   TypeScript pool 2, Python off);
+ * - paired calls, in interleaved rounds (`runPaired`, each arm a call after a pause of
+ *   `--pause-ms`): `1 + 1`, `print(1)` and a 200k-iteration loop on our server (product
+ *   defaults), and `1 + 1` and the loop on `bench/_inprocess_pyodide_server.ts` (one shared Pyodide
+ *   that runs every call with `runPythonAsync`: no child, no fresh interpreter). The in-process
+ *   server cannot run `print` (its stdout is the protocol);
+ * - recycle, in process: a `PyChild` with many runs, `1 + 1` then `recycle()`, `--recycles` times:
+ *   result → the next interpreter ready, its phases (`PyChild.recycleTimes`) and the child's CPU
+ *   (utime + stime of all its threads) per fresh interpreter;
+ * - refill, in process: `Executor.create()` with the defaults, `runPython()` → `idle()` →
+ *   `settled()`: result → an interpreter ready again; and a new child booted from the snapshot
+ *   (spawn → ready);
  * - first call: time from spawning the server to the first `run_python` result, with the
- *   snapshot in the real cache (one server process, `initialize` handshake as 2025-era clients
- *   do it, and the SDK v2 default connect that probes a disposable sibling server first), and
- *   once with an empty cache directory, which makes the server build the snapshot first;
- * - warm: Python pool 2, sequential calls with a pause before each, so that the pool has
- *   refilled and every call takes a pre-started child;
- * - pool off: `CODE_EXECUTOR_PYTHON_WARM_POOL=0`, every call boots a child from the snapshot;
- * - concurrent: 4 callers in parallel on one client, Python pool 2 (the default
- *   `limits.maxConcurrent` is 4);
- * - RSS: VmRSS (and PSS) of each idle pooled child, found by scanning `/proc/<pid>/cmdline` for
- *   `py_host.ts` with a working directory under the server's private TMPDIR.
+ *   snapshot in the real cache, and once with an empty cache directory (the snapshot is built);
+ * - back-to-back: `--iterations` sequential `1 + 1` calls without a pause (product defaults);
+ * - pool off: `CODE_EXECUTOR_PYTHON_WARM_POOL=0`, every call boots a child;
+ * - concurrent: 4 callers in parallel on one client (product defaults; `limits.maxConcurrent` is
+ *   4), each call printing a token of its own and returning whether its interpreter was fresh;
+ *   every result is checked, and the host's RSS before and after;
+ * - memory: VmRSS (and PSS) of each idle Python child, and of the whole idle tree (the server and
+ *   every child it started) with the product defaults, before and after the calls.
  *
  * Every server gets a private TMPDIR and HOME (no settings file, no upstream servers) but
  * XDG_CACHE_HOME pointing at the real cache, so that the Pyodide snapshot in
- * `~/.cache/code-executor/pyodide` is reused; `CODE_EXECUTOR_WARM_POOL=0` keeps TypeScript
- * children from competing for the CPU. Progress goes to stderr; stdout gets a markdown report, or
- * JSON with `--json`.
+ * `~/.cache/code-executor/pyodide` is reused. Progress goes to stderr; stdout gets a markdown
+ * report, or JSON with `--json`.
  *
  * @module
  */
-import { ratio, repeat, round, sleep, type Stats, stats } from "./_stats.ts";
+import { ratio, repeat, round, runPaired, sleep, type Stats, stats } from "./_stats.ts";
 import {
   loadAverage,
   type MachineReport,
   machineReport,
   machineText,
+  processTree,
   residentMb,
   statusMb,
 } from "./_machine.ts";
 import {
+  type CallOutcome,
   type CallTiming,
-  concurrentCalls,
   connectStdio,
   type StdioServer,
   timeDenoRun,
@@ -63,29 +66,37 @@ import {
 import { log, parseBenchArgs, printReport, row, runBench, status } from "./_report.ts";
 import { cacheHome, ROOT, serverEnv } from "../tests/_env.ts";
 import { sandboxPids } from "../tests/_proc.ts";
+import { LIMITS, withPyChild } from "../tests/_pyodide.ts";
 import { resolveSettings } from "../src/config/settings.ts";
 import { Executor } from "../src/exec/executor.ts";
-import type { WarmPool } from "../src/exec/child/warm_pool.ts";
-import type { PyChild } from "../src/exec/python/child.ts";
+import type { PyPool } from "../src/exec/python/pool.ts";
 import { createLogger } from "../src/log.ts";
 
-const PY_CODE = "1 + 1";
-const PY_VALUE = 2;
+const TRIVIAL = { code: "1 + 1", value: 2 };
+const PRINT = { code: "print(1)", value: undefined };
+const LOOP_N = 200_000;
+const LOOP = {
+  code: `s = 0\nfor i in range(${LOOP_N}):\n    s += i * i % 7\ns`,
+  value: Array.from({ length: LOOP_N }, (_, i) => (i * i) % 7).reduce((a, b) => a + b, 0),
+};
 const TS_CODE = "return 1";
 const SETTLE_MS = 2_000;
 const CONCURRENCY = 4;
 const SNAPSHOT_BUILT = /Built the Pyodide snapshot \S+ \((\d+) bytes\) in (\d+) ms/;
 const TARGETS = {
-  warmMedianMs: 10,
-  /** Issue #17: warm run_python ≤ the in-process Pyodide, and ≤ 1.5× warm run_typescript. */
-  warmToTs: 1.5,
-  firstCallMs: 1_500,
-  refillMs: 400,
+  throughputPerSec: 5,
+  refillMs: 300,
+  printToTrivial: 1.5,
+  loopToInprocess: 1.2,
+  backToBackP95Ms: 100,
+  idleTreeMb: 350,
   childRssMb: 200,
-  throughputPerSec: 8,
+  firstCallMs: 1_500,
+  hostRssGrowth: 1.2,
 };
 
-interface ChildMemory {
+/** Memory of one process. */
+interface ProcessMemory {
   pid: number;
   vmRssMb: number;
   rssAnonMb: number;
@@ -93,85 +104,108 @@ interface ChildMemory {
   pssMb: number | null;
 }
 
-interface SequentialResult {
+/** The sums over a process tree. */
+interface TreeMemory {
+  processes: number;
+  vmRssMb: number;
+  pssMb: number;
+  members: ProcessMemory[];
+}
+
+/** A scenario's samples, with the load average when it started. */
+interface Scenario {
+  load: string;
   latency: Stats;
-  /** The server's own `durationMs` (pool take or spawn → result), excluding MCP and disposal. */
+  /** The server's own `durationMs`. */
   serverDuration: Stats;
 }
 
+interface PairedResult {
+  load: string;
+  rounds: number;
+  arms: Record<Arm, Stats>;
+  /** Medians of the per-round ratios. */
+  pairedRatios: { warmToInprocess: number; printToTrivial: number; loopToInprocess: number };
+}
+
+const ARMS = ["ours", "ours-print", "inprocess", "ours-loop", "inprocess-loop"] as const;
+type Arm = typeof ARMS[number];
+
+interface RecycleResult {
+  load: string;
+  /** Result → the next interpreter ready, from outside. */
+  wall: Stats;
+  workerGone: Stats;
+  ready: Stats;
+  /** Worker start → interpreter ready, measured in the child. */
+  boot: Stats;
+  /** CPU of the child (all its threads) from the result to the next interpreter ready. */
+  cpu: Stats;
+  /** The run itself, `1 + 1`, in process. */
+  run: Stats;
+  runs: number;
+}
+
+interface RefillResult {
+  load: string;
+  /** `runPython()` result → an interpreter ready again (`idle()`, `settled()`). */
+  resultToReady: Stats;
+  /** A new child from the snapshot: spawn → ready. */
+  newChild: Stats;
+  newChildBoot: Stats;
+  fromSnapshot: boolean;
+}
+
 interface FirstCallResult {
-  /** Starts during which the server had to build the snapshot first (should be 0). */
+  load: string;
   snapshotBuilds: number;
-  /** Spawn of the server → `connect()` resolved. */
   spawnToConnected: Stats;
-  /** Spawn of the server → first `run_python` result. */
   spawnToResult: Stats;
-  /** `connect()` resolved → first `run_python` result. */
   connectedToResult: Stats;
   serverDuration: Stats;
 }
 
 interface FreshCacheResult {
   spawnToResultMs: number;
-  connectedToResultMs: number;
-  serverDurationMs: number;
-  /** From the server's debug log: the whole snapshot build, process start included. */
   snapshotBuildMs: number | null;
   snapshotBytes: number | null;
 }
 
-interface RefillResult {
-  /** `pool.take()` → replacement ready (`pool.fill()`, `await pool.settled()`). */
-  refill: Stats;
-  /**
-   * The `bootMs` the children report: Worker start → interpreter ready, inside the child (the
-   * Worker reads the snapshot itself, so this includes the read).
-   */
-  childBoot: Stats;
-  fromSnapshot: boolean;
-  /** `runPython()` wall time in process (no MCP), and the server's `durationMs`. */
-  run: Stats;
-  runDuration: Stats;
-  /** Result returned → used child disposed (`executor.idle()`). */
-  dispose: Stats;
-  /** Result returned → pool full again (`idle()`, then `settled()`). */
-  resultToFull: Stats;
+interface ConcurrentResult extends Scenario {
+  throughputPerSec: number;
+  calls: number;
+  elapsedMs: number;
+  /** Runs whose output was not their own, or whose interpreter was not fresh. */
+  wrong: number;
+  hostRssBeforeMb: number;
+  hostRssAfterMb: number;
 }
 
 interface Report {
   date: string;
   machine: MachineReport;
   command: string;
-  /** The code measured: HEAD and the files that differed from it (other work in progress). */
   code: { commit: string; dirty: string[] };
   options: Options;
-  baseline: Stats;
-  tsWarm: SequentialResult;
-  /** The seed product's shape: one shared in-process Pyodide (`runPythonAsync`), no isolation. */
-  inprocess: SequentialResult;
-  refill: RefillResult;
-  firstCall: { singleSpawn: FirstCallResult; sdkDefaultConnect: FirstCallResult } | null;
-  freshCache: FreshCacheResult | null;
-  /** A refused `run_python` call: the MCP round trip without any sandbox work. */
+  baseline: Stats | null;
+  tsWarm: Scenario | null;
   mcpRoundTrip: Stats;
-  warm: SequentialResult;
-  poolOff: SequentialResult | null;
-  concurrent: SequentialResult & { throughputPerSec: number; calls: number; elapsedMs: number };
+  paired: PairedResult;
+  recycle: RecycleResult;
+  refill: RefillResult;
+  firstCall: FirstCallResult | null;
+  freshCache: FreshCacheResult | null;
+  backToBack: Scenario;
+  poolOff: Scenario | null;
+  concurrent: ConcurrentResult;
   memory: {
-    idleChildren: ChildMemory[];
-    afterChildren: ChildMemory[];
-    idleHostMb: number;
-    afterHostMb: number;
+    load: string;
+    idleChildren: ProcessMemory[];
+    afterChildren: ProcessMemory[];
+    idleTree: TreeMemory;
+    afterTree: TreeMemory;
   };
-  ratios: {
-    warmToTsWarm: number;
-    warmToInprocess: number;
-    warmToBaseline: number;
-    firstCallToBaseline: number | null;
-    refillToBaseline: number;
-    poolOffToBaseline: number | null;
-  };
-  targets: Record<string, { goal: string; actual: string; met: boolean | null }>;
+  targets: Record<string, { goal: string; actual: string; met: boolean | null; load: string }>;
 }
 
 interface Options {
@@ -179,13 +213,13 @@ interface Options {
   warmup: number;
   pauseMs: number;
   firstCalls: number;
-  refills: number;
+  recycles: number;
   perCaller: number;
   freshCache: boolean;
   quick: boolean;
 }
 
-async function childMemory(pid: number): Promise<ChildMemory> {
+async function processMemory(pid: number): Promise<ProcessMemory> {
   const fields = await statusMb(pid);
   // PSS shares the deno binary's pages between the processes that map them: the fairer cost.
   const rollup = await Deno.readTextFile(`/proc/${pid}/smaps_rollup`).catch(() => "");
@@ -199,9 +233,36 @@ async function childMemory(pid: number): Promise<ChildMemory> {
   };
 }
 
+async function treeMemory(pid: number): Promise<TreeMemory> {
+  const members: ProcessMemory[] = [];
+  for (const each of (await processTree(pid)).keys()) {
+    members.push(
+      await processMemory(each).catch(() => undefined) ?? {
+        pid: each,
+        vmRssMb: 0,
+        rssAnonMb: 0,
+        rssFileMb: 0,
+        pssMb: 0,
+      },
+    );
+  }
+  return {
+    processes: members.length,
+    vmRssMb: round(members.reduce((sum, m) => sum + m.vmRssMb, 0)),
+    pssMb: round(members.reduce((sum, m) => sum + (m.pssMb ?? 0), 0)),
+    members,
+  };
+}
+
+/** CPU time of a process, all threads, in ms. */
+async function cpuMs(pid: number): Promise<number> {
+  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
 /** Python children of the server whose private TMPDIR is `tempDir`. */
 async function pythonChildren(tempDir: string): Promise<number[]> {
-  // Children run in a private directory under the server's temp root, our TMPDIR.
   return (await sandboxPids(tempDir, ["py_host.ts"])).sort((a, b) => a - b);
 }
 
@@ -212,8 +273,7 @@ async function gitState(): Promise<Report["code"]> {
       cwd: ROOT,
       stdout: "piped",
       stderr: "null",
-    })
-      .output().catch(() => undefined);
+    }).output().catch(() => undefined);
     return output?.success ? new TextDecoder().decode(output.stdout) : "";
   };
   const commit = (await git("log", "-1", "--format=%h %s")).trim() || "unknown";
@@ -223,10 +283,10 @@ async function gitState(): Promise<Report["code"]> {
 }
 
 interface ServerOptions {
-  /** `CODE_EXECUTOR_PYTHON_WARM_POOL`; Python is off when null. */
-  pythonPool: number | null;
-  /** `CODE_EXECUTOR_WARM_POOL`. */
-  tsPool: number;
+  /** `CODE_EXECUTOR_PYTHON_WARM_POOL`; the product's default when undefined; Python off when null. */
+  pythonPool?: number | null;
+  /** `CODE_EXECUTOR_WARM_POOL`; the product's default when undefined. */
+  tsPool?: number;
   /** `XDG_CACHE_HOME` of the server; the real one by default. */
   cacheHome?: string;
   /** Skip the SDK's `server/discover` probe on a sibling process: one spawn, `initialize`. */
@@ -236,7 +296,7 @@ interface ServerOptions {
 
 interface BenchServer extends StdioServer {
   tempDir: string;
-  call(tool: "run_python" | "run_typescript"): Promise<CallTiming>;
+  call(program: { code: string; value: unknown }): Promise<CallTiming>;
   /** A `run_python` call the server refuses before it touches a sandbox. */
   callRefused(): Promise<number>;
 }
@@ -244,20 +304,19 @@ interface BenchServer extends StdioServer {
 /** Starts `deno run -A main.ts serve` with a private TMPDIR and HOME and connects a client. */
 async function startServer(options: ServerOptions): Promise<BenchServer> {
   const tempDir = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-bench-py-" }));
-  // The server's own modules come from the caller's Deno cache, already compiled; the Pyodide
-  // snapshot from the caller's XDG cache unless `cacheHome` says otherwise.
   const env: Record<string, string> = {
     ...serverEnv(tempDir, { home: tempDir, sharedCache: true }),
     XDG_CACHE_HOME: options.cacheHome ?? cacheHome(),
     CODE_EXECUTOR_LOG_LEVEL: options.logLevel ?? "warn",
-    CODE_EXECUTOR_WARM_POOL: String(options.tsPool),
     PYTHON_ENABLED: String(options.pythonPool !== null),
-    CODE_EXECUTOR_PYTHON_WARM_POOL: String(options.pythonPool ?? 0),
   };
-  // The product's default: the pool grows under a burst (tests keep it at its size).
+  // The product's defaults, unless a scenario says otherwise (tests pin the pools).
+  delete env.CODE_EXECUTOR_PYTHON_WARM_POOL;
   delete env.CODE_EXECUTOR_PYTHON_WARM_POOL_BURST;
-  // The server kills its children on exit; wait for them so that the next scenario starts on an
-  // idle machine, and never leave one behind.
+  if (typeof options.pythonPool === "number") {
+    env.CODE_EXECUTOR_PYTHON_WARM_POOL = String(options.pythonPool);
+  }
+  if (options.tsPool !== undefined) env.CODE_EXECUTOR_WARM_POOL = String(options.tsPool);
   const reapChildren = async () => {
     const deadline = Date.now() + 5_000;
     let left = await pythonChildren(tempDir);
@@ -293,11 +352,8 @@ async function startServer(options: ServerOptions): Promise<BenchServer> {
   return {
     ...server,
     tempDir,
-    call: (tool) =>
-      tool === "run_python"
-        ? timedRun(server, tool, { code: PY_CODE }, PY_VALUE)
-        : timedRun(server, tool, { code: TS_CODE }, 1),
-    callRefused: () => timedRefusal(server, "run_python", PY_CODE),
+    call: (program) => timedRun(server, "run_python", { code: program.code }, program.value),
+    callRefused: () => timedRefusal(server, "run_python", TRIVIAL.code),
     async close() {
       await server.close();
       await reapChildren();
@@ -317,48 +373,35 @@ async function waitForPool(server: BenchServer, count: number): Promise<void> {
   await sleep(SETTLE_MS);
 }
 
-async function runSequential(
+async function sequential(
   server: BenchServer,
-  tool: "run_python" | "run_typescript",
+  program: { code: string; value: unknown },
   options: { iterations: number; warmup: number; pauseMs: number },
-): Promise<SequentialResult> {
+): Promise<Scenario> {
+  const load = await loadAverage();
   const calls = await repeat(options, async () => {
     if (options.pauseMs > 0) await sleep(options.pauseMs);
-    return await server.call(tool);
+    return await server.call(program);
   });
   return {
+    load,
     latency: stats(calls.map((call) => call.latencyMs)),
     serverDuration: stats(calls.map((call) => call.serverMs)),
   };
 }
 
-async function runTsReference(options: Options): Promise<SequentialResult> {
+async function runTsReference(options: Options): Promise<Scenario> {
   const server = await startServer({ pythonPool: null, tsPool: 2 });
   try {
     await server.client.listTools();
     await sleep(SETTLE_MS);
-    return await runSequential(server, "run_typescript", { ...options, pauseMs: 250 });
-  } finally {
-    await server.close();
-  }
-}
-
-/** The seed product's shape: one shared Pyodide in a server process, called like ours. */
-async function runInprocess(options: Options): Promise<SequentialResult> {
-  const server = await connectStdio("the in-process Pyodide server", {
-    command: Deno.execPath(),
-    args: ["run", "-A", "bench/_inprocess_pyodide_server.ts"],
-    cwd: ROOT,
-    env: { ...Deno.env.toObject(), NO_COLOR: "1" },
-  }, { connect: { prior: { kind: "legacy" } } });
-  try {
-    await server.client.listTools();
-    await sleep(SETTLE_MS);
+    const load = await loadAverage();
     const calls = await repeat(options, async () => {
-      if (options.pauseMs > 0) await sleep(options.pauseMs);
-      return await timedRun(server, "run_python", { code: PY_CODE }, PY_VALUE);
+      await sleep(250);
+      return await timedRun(server, "run_typescript", { code: TS_CODE }, 1);
     });
     return {
+      load,
       latency: stats(calls.map((call) => call.latencyMs)),
       serverDuration: stats(calls.map((call) => call.serverMs)),
     };
@@ -367,89 +410,177 @@ async function runInprocess(options: Options): Promise<SequentialResult> {
   }
 }
 
-/** The Python pool through the `Executor` API, in this process. */
+function median(values: number[]): number {
+  return stats(values, 3).medianMs;
+}
+
+/** Our server and the in-process one, called in interleaved rounds. */
+async function runPairedCalls(options: Options): Promise<{
+  paired: PairedResult;
+  mcpRoundTrip: Stats;
+}> {
+  const ours = await startServer({ singleSpawn: true });
+  const inprocess = await connectStdio("the in-process Pyodide server", {
+    command: Deno.execPath(),
+    args: ["run", "-A", "bench/_inprocess_pyodide_server.ts"],
+    cwd: ROOT,
+    env: { ...Deno.env.toObject(), NO_COLOR: "1" },
+  }, { connect: { prior: { kind: "legacy" } } });
+  try {
+    await ours.client.listTools();
+    await inprocess.client.listTools();
+    await waitForPool(ours, 1);
+    const mcpRoundTrip = stats(await repeat(options, () => ours.callRefused()));
+    const load = await loadAverage();
+    const timings = await runPaired({
+      arms: ARMS,
+      rounds: options.iterations,
+      warmup: options.warmup,
+      sample: async (arm) => {
+        await sleep(options.pauseMs);
+        const [server, program] = arm === "ours"
+          ? [ours, TRIVIAL]
+          : arm === "ours-print"
+          ? [ours, PRINT]
+          : arm === "ours-loop"
+          ? [ours, LOOP]
+          : arm === "inprocess"
+          ? [inprocess, TRIVIAL]
+          : [inprocess, LOOP];
+        return (await timedRun(server, "run_python", { code: program.code }, program.value))
+          .latencyMs;
+      },
+    });
+    const each = (a: Arm, b: Arm) => timings[a].map((ms, i) => ms / timings[b][i]);
+    return {
+      paired: {
+        load,
+        rounds: options.iterations,
+        arms: Object.fromEntries(ARMS.map((arm) => [arm, stats(timings[arm])])) as Record<
+          Arm,
+          Stats
+        >,
+        pairedRatios: {
+          warmToInprocess: median(each("ours", "inprocess")),
+          printToTrivial: median(each("ours-print", "ours")),
+          loopToInprocess: median(each("ours-loop", "inprocess-loop")),
+        },
+      },
+      mcpRoundTrip,
+    };
+  } finally {
+    await inprocess.close();
+    await ours.close();
+  }
+}
+
+/** One child booting interpreter after interpreter: where the time and the CPU go. */
+async function runRecycle(options: Options): Promise<RecycleResult> {
+  return await withPyChild({ maxRuns: 1_000_000 }, async (child) => {
+    const load = await loadAverage();
+    const walls: number[] = [];
+    const gone: number[] = [];
+    const ready: number[] = [];
+    const boots: number[] = [];
+    const cpus: number[] = [];
+    const runs: number[] = [];
+    for (let i = 0; i < options.warmup + options.recycles; i++) {
+      const started = performance.now();
+      const result = await child.run(TRIVIAL.code, LIMITS);
+      const returned = performance.now();
+      if (result.returnValue !== TRIVIAL.value) {
+        throw new Error(`The child did not return 2: ${JSON.stringify(result)}`);
+      }
+      const cpuBefore = await cpuMs(child.pid);
+      const recycled = performance.now();
+      if (!(await child.recycle())) throw new Error("The child did not boot another interpreter");
+      const wall = performance.now() - recycled;
+      const cpu = await cpuMs(child.pid) - cpuBefore;
+      if (i >= options.warmup) {
+        const times = child.recycleTimes!;
+        runs.push(returned - started);
+        walls.push(wall);
+        gone.push(times.workerGoneMs);
+        ready.push(times.readyMs);
+        if (times.bootMs !== undefined) boots.push(times.bootMs);
+        cpus.push(cpu);
+      }
+      await sleep(300);
+    }
+    return {
+      load,
+      wall: stats(walls),
+      workerGone: stats(gone),
+      ready: stats(ready),
+      boot: stats(boots),
+      cpu: stats(cpus),
+      run: stats(runs),
+      runs: child.runs,
+    };
+  });
+}
+
+/** The pool through the `Executor` API with the product's defaults, in this process. */
 async function runRefill(options: Options): Promise<RefillResult> {
   const tempDir = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-bench-refill-" }));
-  const settings = resolveSettings({
-    sandbox: { warmPool: 0, tempDir },
-    python: { warmPool: 2 },
-  });
+  const settings = resolveSettings({ sandbox: { warmPool: 0, tempDir } });
   const executor = await Executor.create(settings, { log: createLogger("warn") });
+  let measured: Pick<RefillResult, "load" | "resultToReady">;
   try {
-    const pool = await executor.runtime("python").pool() as WarmPool<PyChild>;
+    const pool = await executor.runtime("python").pool() as PyPool;
     pool.fill();
     await pool.settled();
     await sleep(SETTLE_MS);
-
-    const refills: number[] = [];
-    const boots: number[] = [];
-    let fromSnapshot = true;
-    for (let i = 0; i < options.warmup + options.refills; i++) {
-      const started = performance.now();
-      const child = pool.take();
-      if (!child) throw new Error("The Python pool was empty after it had settled");
-      pool.fill();
-      await pool.settled();
-      const elapsed = performance.now() - started;
-      // The first two children were booted at start-up; later ones booted alone.
-      if (i >= 2 && child.boot?.bootMs !== undefined) boots.push(child.boot.bootMs);
-      fromSnapshot &&= child.boot?.fromSnapshot === true;
-      await child.dispose();
-      if (i >= options.warmup) refills.push(elapsed);
-      await sleep(200);
-    }
-
-    const runs: number[] = [];
-    const durations: number[] = [];
-    const disposals: number[] = [];
-    const toFull: number[] = [];
-    for (let i = 0; i < options.warmup + options.refills; i++) {
-      const started = performance.now();
-      const result = await executor.runPython(PY_CODE);
+    const load = await loadAverage();
+    const toReady: number[] = [];
+    for (let i = 0; i < options.warmup + options.recycles; i++) {
+      const result = await executor.runPython(TRIVIAL.code);
       const returned = performance.now();
-      if (!result.ok || result.returnValue !== PY_VALUE) {
-        throw new Error(`runPython did not return ${PY_VALUE}: ${JSON.stringify(result)}`);
+      if (!result.ok || result.returnValue !== TRIVIAL.value) {
+        throw new Error(`runPython did not return 2: ${JSON.stringify(result)}`);
       }
       await executor.idle();
-      const disposed = performance.now();
       await pool.settled();
-      const full = performance.now();
-      if (pool.idle !== 2) throw new Error(`The Python pool holds ${pool.idle} children, not 2`);
-      if (i >= options.warmup) {
-        runs.push(returned - started);
-        durations.push(result.durationMs);
-        disposals.push(disposed - returned);
-        toFull.push(full - returned);
-      }
-      await sleep(500);
+      if (pool.idle < 1) throw new Error(`The Python pool holds ${pool.idle} interpreters, not 1`);
+      if (i >= options.warmup) toReady.push(performance.now() - returned);
+      await sleep(300);
     }
-    return {
-      refill: stats(refills),
-      childBoot: stats(boots),
-      fromSnapshot,
-      run: stats(runs),
-      runDuration: stats(durations),
-      dispose: stats(disposals),
-      resultToFull: stats(toFull),
-    };
+    measured = { load, resultToReady: stats(toReady) };
   } finally {
     await executor.close();
     await Deno.remove(tempDir, { recursive: true }).catch(() => {});
   }
+  const newChild: number[] = [];
+  const boots: number[] = [];
+  let fromSnapshot = true;
+  for (let i = 0; i < Math.max(3, Math.ceil(options.recycles / 4)); i++) {
+    const started = performance.now();
+    await withPyChild({}, (child) => {
+      newChild.push(performance.now() - started);
+      if (child.boot?.bootMs !== undefined) boots.push(child.boot.bootMs);
+      fromSnapshot &&= child.boot?.fromSnapshot === true;
+      return Promise.resolve();
+    });
+    await sleep(300);
+  }
+  return {
+    ...measured,
+    newChild: stats(newChild),
+    newChildBoot: boots.length > 0 ? stats(boots) : stats([NaN]),
+    fromSnapshot,
+  };
 }
 
-async function firstCall(
-  options: Omit<ServerOptions, "pythonPool" | "tsPool">,
-): Promise<{
+async function firstCall(options: ServerOptions): Promise<{
   spawnToConnected: number;
   spawnToResult: number;
   serverMs: number;
   stderr: string;
   builtSnapshot: boolean;
 }> {
-  const server = await startServer({ ...options, pythonPool: 2, tsPool: 0 });
+  const server = await startServer(options);
   try {
-    const { serverMs } = await server.call("run_python");
+    const { serverMs } = await server.call(TRIVIAL);
     const resultAt = performance.now();
     return {
       spawnToConnected: server.connectedAt - server.spawnedAt,
@@ -463,24 +594,24 @@ async function firstCall(
   }
 }
 
-async function runFirstCalls(count: number, singleSpawn: boolean): Promise<FirstCallResult> {
+async function runFirstCalls(count: number): Promise<FirstCallResult> {
+  const load = await loadAverage();
   const connected: number[] = [];
   const results: number[] = [];
   const afterConnect: number[] = [];
   const durations: number[] = [];
   let snapshotBuilds = 0;
   for (let i = 0; i < count; i++) {
-    // Debug logging tells whether the server found the snapshot or had to build it.
-    const run = await firstCall({ singleSpawn, logLevel: "debug" });
+    const run = await firstCall({ singleSpawn: true, logLevel: "debug" });
     if (run.builtSnapshot) snapshotBuilds++;
     connected.push(run.spawnToConnected);
     results.push(run.spawnToResult);
     afterConnect.push(run.spawnToResult - run.spawnToConnected);
     durations.push(run.serverMs);
-    // Let the machine go idle again: the next start should not compete with this one's exit.
     await sleep(SETTLE_MS);
   }
   return {
+    load,
     snapshotBuilds,
     spawnToConnected: stats(connected),
     spawnToResult: stats(results),
@@ -490,49 +621,48 @@ async function runFirstCalls(count: number, singleSpawn: boolean): Promise<First
 }
 
 async function runFreshCache(): Promise<FreshCacheResult> {
-  const cacheHome = await Deno.makeTempDir({ prefix: "ce-bench-cache-" });
+  const home = await Deno.makeTempDir({ prefix: "ce-bench-cache-" });
   try {
-    const run = await firstCall({ singleSpawn: true, cacheHome, logLevel: "debug" });
+    const run = await firstCall({ singleSpawn: true, cacheHome: home, logLevel: "debug" });
     const built = SNAPSHOT_BUILT.exec(run.stderr);
     return {
       spawnToResultMs: round(run.spawnToResult),
-      connectedToResultMs: round(run.spawnToResult - run.spawnToConnected),
-      serverDurationMs: run.serverMs,
       snapshotBuildMs: built ? Number(built[2]) : null,
       snapshotBytes: built ? Number(built[1]) : null,
     };
   } finally {
-    await Deno.remove(cacheHome, { recursive: true }).catch(() => {});
+    await Deno.remove(home, { recursive: true }).catch(() => {});
   }
 }
 
-async function runWarm(options: Options): Promise<{
-  warm: SequentialResult;
-  mcpRoundTrip: Stats;
+/** The product's defaults: the idle tree, back-to-back runs, the tree after them. */
+async function runDefaults(options: Options): Promise<{
+  backToBack: Scenario;
   memory: Report["memory"];
 }> {
-  const server = await startServer({ pythonPool: 2, tsPool: 0, singleSpawn: true });
+  const server = await startServer({ singleSpawn: true });
   try {
     await server.client.listTools();
-    await waitForPool(server, 2);
+    await waitForPool(server, 1);
+    const load = await loadAverage();
     const idleChildren = await Promise.all(
-      (await pythonChildren(server.tempDir)).map(childMemory),
+      (await pythonChildren(server.tempDir)).map(processMemory),
     );
-    const idleHostMb = round(await residentMb(server.pid));
-    const refused = await repeat(options, () => server.callRefused());
-    const warm = await runSequential(server, "run_python", options);
+    const idleTree = await treeMemory(server.pid);
+    const backToBack = await sequential(server, TRIVIAL, { ...options, pauseMs: 0 });
+    await server.client.listTools();
     await sleep(options.pauseMs + SETTLE_MS);
     const afterChildren = await Promise.all(
-      (await pythonChildren(server.tempDir)).map(childMemory),
+      (await pythonChildren(server.tempDir)).map(processMemory),
     );
     return {
-      warm,
-      mcpRoundTrip: stats(refused),
+      backToBack,
       memory: {
+        load,
         idleChildren,
         afterChildren,
-        idleHostMb,
-        afterHostMb: round(await residentMb(server.pid)),
+        idleTree,
+        afterTree: await treeMemory(server.pid),
       },
     };
   } finally {
@@ -540,14 +670,13 @@ async function runWarm(options: Options): Promise<{
   }
 }
 
-async function runPoolOff(options: Options): Promise<SequentialResult> {
+async function runPoolOff(options: Options): Promise<Scenario> {
   const server = await startServer({ pythonPool: 0, tsPool: 0, singleSpawn: true });
   try {
     await server.client.listTools();
     await sleep(SETTLE_MS);
-    const iterations = Math.max(5, Math.ceil(options.iterations / 4));
-    return await runSequential(server, "run_python", {
-      iterations,
+    return await sequential(server, TRIVIAL, {
+      iterations: Math.max(5, Math.ceil(options.iterations / 4)),
       warmup: Math.min(options.warmup, 2),
       pauseMs: 200,
     });
@@ -556,65 +685,79 @@ async function runPoolOff(options: Options): Promise<SequentialResult> {
   }
 }
 
-async function runConcurrent(options: Options): Promise<Report["concurrent"]> {
-  const server = await startServer({ pythonPool: 2, tsPool: 0, singleSpawn: true });
+/** A run that prints its own token and returns whether nothing had run in its interpreter. */
+function checkedProgram(token: string): string {
+  return `import sys\nfresh = not hasattr(sys, "_bench_seen")\nsys._bench_seen = True\n` +
+    `print(${JSON.stringify(token)})\nfresh`;
+}
+
+async function runConcurrent(options: Options): Promise<ConcurrentResult> {
+  const server = await startServer({ singleSpawn: true });
   try {
     await server.client.listTools();
-    await waitForPool(server, 2);
-    // One concurrent round to warm up, then let the pool refill before measuring.
-    await concurrentCalls(CONCURRENCY, 1, () => server.call("run_python"));
+    await waitForPool(server, 1);
+    let wrong = 0;
+    let next = 0;
+    const call = async (): Promise<CallTiming> => {
+      const token = `run-${next++}-${crypto.randomUUID()}`;
+      const started = performance.now();
+      const result = await server.client.callTool({
+        name: "run_python",
+        arguments: { code: checkedProgram(token) },
+      });
+      const latencyMs = performance.now() - started;
+      const outcome = (result.structuredContent ?? {}) as CallOutcome & { stdout?: string };
+      if (outcome.ok !== true) {
+        throw new Error(`A concurrent run failed: ${JSON.stringify(outcome.error)}`);
+      }
+      if (outcome.returnValue !== true || outcome.stdout !== `${token}\n`) wrong++;
+      return { latencyMs, serverMs: outcome.durationMs ?? NaN };
+    };
+    const rounds = async (calls: number) => {
+      const latencies: number[] = [];
+      const serverTimes: number[] = [];
+      const started = performance.now();
+      await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+        for (let i = 0; i < calls; i++) {
+          const timing = await call();
+          latencies.push(timing.latencyMs);
+          serverTimes.push(timing.serverMs);
+        }
+      }));
+      return { latencies, serverTimes, elapsedMs: performance.now() - started };
+    };
+    // One round to grow the pool under the burst, then let it refill.
+    await rounds(1);
     await sleep(options.pauseMs + SETTLE_MS);
-    const { latencies, serverTimes, elapsedMs } = await concurrentCalls(
-      CONCURRENCY,
-      options.perCaller,
-      () => server.call("run_python"),
-    );
+    const hostRssBeforeMb = round(await residentMb(server.pid));
+    const load = await loadAverage();
+    const { latencies, serverTimes, elapsedMs } = await rounds(options.perCaller);
+    await sleep(options.pauseMs + SETTLE_MS * 2);
     return {
+      load,
       latency: stats(latencies),
       serverDuration: stats(serverTimes),
       throughputPerSec: round(latencies.length / (elapsedMs / 1000), 2),
       calls: latencies.length,
       elapsedMs: round(elapsedMs),
+      wrong,
+      hostRssBeforeMb,
+      hostRssAfterMb: round(await residentMb(server.pid)),
     };
   } finally {
     await server.close();
   }
 }
 
-function firstCallRows(
-  firstCall: NonNullable<Report["firstCall"]>,
-  statRow: (name: string, s: Stats) => string,
-): string[] {
-  return [
-    row(["first call after server start", "n", "median ms", "p95 ms", "min ms", "max ms"]),
-    row(["---", "---:", "---:", "---:", "---:", "---:"]),
-    statRow("one spawn + initialize: spawn → first result", firstCall.singleSpawn.spawnToResult),
-    statRow("– spawn → connected", firstCall.singleSpawn.spawnToConnected),
-    statRow("– connected → first result", firstCall.singleSpawn.connectedToResult),
-    statRow("– server durationMs", firstCall.singleSpawn.serverDuration),
-    statRow(
-      "SDK v2 default connect (sibling probe): spawn → first result",
-      firstCall.sdkDefaultConnect.spawnToResult,
-    ),
-    statRow("– spawn → connected", firstCall.sdkDefaultConnect.spawnToConnected),
-    statRow("– connected → first result", firstCall.sdkDefaultConnect.connectedToResult),
-    statRow("– server durationMs", firstCall.sdkDefaultConnect.serverDuration),
-    "",
-    ...[firstCall.singleSpawn, firstCall.sdkDefaultConnect]
-      .filter((f) => f.snapshotBuilds > 0)
-      .map((f) => `**Warning**: ${f.snapshotBuilds} server starts built the snapshot first.\n`),
-  ];
-}
-
 function renderMarkdown(report: Report): string {
   const statRow = (name: string, s: Stats, extra: Array<string | number> = []) =>
     row([name, s.n, s.medianMs, s.p95Ms, s.minMs, s.maxMs, ...extra]);
-  const { baseline, tsWarm, refill, firstCall, freshCache, warm, poolOff, concurrent } = report;
-  const base = baseline.medianMs;
-  const r = (value: number) => ratio(value, base).toFixed(2);
-  const memoryRow = (name: string, children: ChildMemory[]) =>
-    children.map((c) => row([name, c.pid, c.vmRssMb, c.rssAnonMb, c.rssFileMb, c.pssMb ?? "n/a"]));
-  const lines = [
+  const { paired, recycle, refill, concurrent, backToBack, memory } = report;
+  const memoryRows = (name: string, members: ProcessMemory[]) =>
+    members.map((m) => row([name, m.pid, m.vmRssMb, m.rssAnonMb, m.rssFileMb, m.pssMb ?? "n/a"]));
+  const header = row(["scenario", "n", "median ms", "p95 ms", "min ms", "max ms", "load"]);
+  const rule = row(["---", "---:", "---:", "---:", "---:", "---:", "---"]);
+  return [
     `# run_python benchmark (${report.date})`,
     "",
     `Machine: ${machineText(report.machine)}`,
@@ -628,90 +771,105 @@ function renderMarkdown(report: Report): string {
       })`
       : ", clean tree"),
     "",
-    `Program: \`${PY_CODE}\`; warm: ${report.options.iterations} measured calls after ` +
-    `${report.options.warmup} warm-up calls, ${report.options.pauseMs} ms pause before each.`,
-    "",
-    row(["scenario", "n", "median ms", "p95 ms", "min ms", "max ms", "median / baseline"]),
-    row(["---", "---:", "---:", "---:", "---:", "---:", "---:"]),
-    statRow("baseline: `deno run` per call", baseline, ["1.00"]),
-    statRow("run_typescript, warm pool 2 (same run)", tsWarm.latency, [r(tsWarm.latency.medianMs)]),
-    statRow("in-process Pyodide, one shared interpreter (same run)", report.inprocess.latency, [
-      r(report.inprocess.latency.medianMs),
-    ]),
-    statRow("– server durationMs", report.inprocess.serverDuration, [""]),
-    statRow("MCP round trip only (refused run_python)", report.mcpRoundTrip, [
-      r(report.mcpRoundTrip.medianMs),
-    ]),
-    statRow("run_python, warm pool 2, sequential", warm.latency, [r(warm.latency.medianMs)]),
-    statRow("– server durationMs", warm.serverDuration, [""]),
-    ...(poolOff
-      ? [
-        statRow("run_python, pool off (boot per call)", poolOff.latency, [
-          r(poolOff.latency.medianMs),
-        ]),
-        statRow("– server durationMs", poolOff.serverDuration, [""]),
-      ]
-      : []),
-    statRow(
-      `run_python, ${CONCURRENCY} concurrent callers, pool 2`,
-      concurrent.latency,
-      [r(concurrent.latency.medianMs)],
-    ),
-    statRow("– server durationMs", concurrent.serverDuration, [""]),
-    "",
-    `Throughput with ${CONCURRENCY} callers: ${concurrent.throughputPerSec} calls/s ` +
-    `(${concurrent.calls} calls in ${concurrent.elapsedMs} ms).`,
-    "",
-    ...(firstCall
-      ? firstCallRows(firstCall, statRow)
-      : ["First calls not measured (--quick).", ""]),
-    freshCache
-      ? `Empty cache (snapshot built first): spawn → first result ${freshCache.spawnToResultMs} ms, ` +
-        `connected → result ${freshCache.connectedToResultMs} ms, server durationMs ` +
-        `${freshCache.serverDurationMs}; snapshot build ${freshCache.snapshotBuildMs ?? "?"} ms ` +
-        `(${freshCache.snapshotBytes ?? "?"} bytes).`
-      : "Empty-cache start not measured (--skip-fresh-cache).",
-    "",
-    row(["pool, in process (Executor API)", "n", "median ms", "p95 ms", "min ms", "max ms"]),
-    row(["---", "---:", "---:", "---:", "---:", "---:"]),
-    statRow("refill: take → replacement ready", refill.refill),
-    statRow(
-      `– child bootMs (Worker start → ready${refill.fromSnapshot ? ", from snapshot" : ""})`,
-      refill.childBoot,
-    ),
-    statRow("runPython() wall, no MCP", refill.run),
-    statRow("– durationMs", refill.runDuration),
-    statRow("result → used child disposed", refill.dispose),
-    statRow("result → pool full again", refill.resultToFull),
-    "",
-    row(["idle pooled child", "pid", "VmRSS MB", "RssAnon MB", "RssFile MB", "PSS MB"]),
-    row(["---", "---:", "---:", "---:", "---:", "---:"]),
-    ...memoryRow("before the calls", report.memory.idleChildren),
-    ...memoryRow("after the calls", report.memory.afterChildren),
-    "",
-    `Host RSS: ${report.memory.idleHostMb} MB idle, ${report.memory.afterHostMb} MB after the calls.`,
-    "",
-    row(["target", "goal", "measured", "status"]),
-    row(["---", "---:", "---:", "---"]),
+    row(["target", "goal", "measured", "status", "load at its start"]),
+    row(["---", "---:", "---:", "---", "---"]),
     ...Object.entries(report.targets).map(([name, t]) =>
-      row([name, t.goal, t.actual, status(t.met)])
+      row([name, t.goal, t.actual, status(t.met), t.load])
     ),
     "",
-  ];
-  return lines.join("\n");
+    `Paired calls: ${paired.rounds} interleaved rounds, ${report.options.pauseMs} ms pause before ` +
+    `each call; load ${paired.load}. Medians of the per-round ratios: ours ÷ in-process ` +
+    `${paired.pairedRatios.warmToInprocess}×, print(1) ÷ 1 + 1 ${paired.pairedRatios.printToTrivial}×, ` +
+    `loop ours ÷ in-process ${paired.pairedRatios.loopToInprocess}×.`,
+    "",
+    header,
+    rule,
+    ...(report.baseline ? [statRow("baseline: `deno run` per call", report.baseline)] : []),
+    ...(report.tsWarm
+      ? [statRow("run_typescript, warm pool 2", report.tsWarm.latency, [report.tsWarm.load])]
+      : []),
+    statRow("MCP round trip only (refused run_python)", report.mcpRoundTrip, [paired.load]),
+    ...ARMS.map((arm) => statRow(`paired: ${arm}`, paired.arms[arm], [paired.load])),
+    statRow("back-to-back `1 + 1`, no pause", backToBack.latency, [backToBack.load]),
+    statRow("– server durationMs", backToBack.serverDuration),
+    ...(report.poolOff
+      ? [statRow("pool off (a child per call)", report.poolOff.latency, [report.poolOff.load])]
+      : []),
+    statRow(`${CONCURRENCY} concurrent callers`, concurrent.latency, [concurrent.load]),
+    statRow("– server durationMs", concurrent.serverDuration),
+    "",
+    `Throughput with ${CONCURRENCY} callers: ${concurrent.throughputPerSec} runs/s ` +
+    `(${concurrent.calls} runs in ${concurrent.elapsedMs} ms; ${concurrent.wrong} with output ` +
+    `not their own or an interpreter that was not fresh). Host RSS ${concurrent.hostRssBeforeMb} → ` +
+    `${concurrent.hostRssAfterMb} MB.`,
+    "",
+    row([
+      "a fresh interpreter (one child, in process)",
+      "n",
+      "median",
+      "p95",
+      "min",
+      "max",
+      "load",
+    ]),
+    rule,
+    statRow("result → next interpreter ready (ms)", recycle.wall, [recycle.load]),
+    statRow("– result → the run's Worker gone (ms)", recycle.workerGone),
+    statRow("– `next` → `ready` (ms)", recycle.ready),
+    statRow("– Worker start → ready, in the child (ms)", recycle.boot),
+    statRow("child CPU per fresh interpreter (ms)", recycle.cpu),
+    statRow("the run `1 + 1`, no MCP (ms)", recycle.run),
+    statRow("executor: result → an interpreter ready (ms)", refill.resultToReady, [refill.load]),
+    statRow("a new child from the snapshot (ms)", refill.newChild),
+    statRow(
+      `– its bootMs${refill.fromSnapshot ? " (from the snapshot)" : ""}`,
+      refill.newChildBoot,
+    ),
+    "",
+    ...(report.firstCall
+      ? [
+        header,
+        rule,
+        statRow("first call: spawn → first result", report.firstCall.spawnToResult, [
+          report.firstCall.load,
+        ]),
+        statRow("– spawn → connected", report.firstCall.spawnToConnected),
+        statRow("– connected → first result", report.firstCall.connectedToResult),
+        "",
+      ]
+      : ["First calls not measured (--quick).", ""]),
+    report.freshCache
+      ? `Empty cache (snapshot built first): spawn → first result ${report.freshCache.spawnToResultMs} ms; ` +
+        `snapshot build ${report.freshCache.snapshotBuildMs ?? "?"} ms ` +
+        `(${report.freshCache.snapshotBytes ?? "?"} bytes).`
+      : "Empty-cache start not measured.",
+    "",
+    `Memory with the defaults (load ${memory.load}): idle tree ${memory.idleTree.processes} ` +
+    `processes, ${memory.idleTree.vmRssMb} MB VmRSS (${memory.idleTree.pssMb} MB PSS); after the ` +
+    `back-to-back runs ${memory.afterTree.processes} processes, ${memory.afterTree.vmRssMb} MB ` +
+    `(${memory.afterTree.pssMb} MB PSS).`,
+    "",
+    row(["process", "pid", "VmRSS MB", "RssAnon MB", "RssFile MB", "PSS MB"]),
+    row(["---", "---:", "---:", "---:", "---:", "---:"]),
+    ...memoryRows("idle tree", memory.idleTree.members),
+    ...memoryRows("Python child, idle", memory.idleChildren),
+    ...memoryRows("Python child, after the runs", memory.afterChildren),
+    ...memoryRows("tree after the runs", memory.afterTree.members),
+    "",
+  ].join("\n");
 }
 
 async function main(args: string[]): Promise<void> {
   const parsed = parseBenchArgs(
     args,
     "Usage: deno run -A bench/run_python.ts [--iterations N] [--warmup N] [--pause-ms MS] " +
-      "[--first-calls N] [--refills N] [--per-caller N] [--skip-fresh-cache] [--json]",
+      "[--first-calls N] [--recycles N] [--per-caller N] [--skip-fresh-cache] [--quick] [--json]",
     {
-      iterations: { fallback: 40 },
+      iterations: { fallback: 30 },
       warmup: { fallback: 3, min: 0 },
-      pauseMs: { fallback: 1_500, min: 0 },
+      pauseMs: { fallback: 1_000, min: 0 },
       firstCalls: { fallback: 3 },
-      refills: { fallback: 12 },
+      recycles: { fallback: 20 },
       perCaller: { fallback: 8 },
     },
     ["skip-fresh-cache", "quick"],
@@ -725,29 +883,33 @@ async function main(args: string[]): Promise<void> {
   };
 
   const loadBefore = await loadAverage();
-  log(`baseline: ${options.iterations} × deno run --no-config -q tiny.ts`);
-  const baseline = await timeDenoRun(options.iterations, options.warmup);
-  log(`run_typescript reference: ${options.iterations} warm calls`);
-  const tsWarm = await runTsReference(options);
-  log(`in-process Pyodide baseline: ${options.iterations} warm calls`);
-  const inprocess = await runInprocess(options);
-  log(`refill in process: ${options.refills} take/fill/settled and run/idle/settled cycles`);
-  const refill = await runRefill(options);
-  let firstCall: Report["firstCall"] = null;
+  let baseline: Stats | null = null;
+  let tsWarm: Scenario | null = null;
   if (!quick) {
-    log(`first call: ${options.firstCalls} server starts with one spawn`);
-    const singleSpawn = await runFirstCalls(options.firstCalls, true);
-    log(`first call: ${options.firstCalls} server starts with the SDK's default connect`);
-    firstCall = { singleSpawn, sdkDefaultConnect: await runFirstCalls(options.firstCalls, false) };
+    log(`baseline: ${options.iterations} × deno run --no-config -q tiny.ts`);
+    baseline = await timeDenoRun(options.iterations, options.warmup);
+    log(`run_typescript reference: ${options.iterations} warm calls`);
+    tsWarm = await runTsReference(options);
+  }
+  log(`paired: ${options.iterations} rounds of ${ARMS.join(", ")}`);
+  const { paired, mcpRoundTrip } = await runPairedCalls(options);
+  log(`recycle: ${options.recycles} fresh interpreters in one child`);
+  const recycle = await runRecycle(options);
+  log(`refill: ${options.recycles} runs through the executor, and new children`);
+  const refill = await runRefill(options);
+  let firstCall: FirstCallResult | null = null;
+  if (!quick) {
+    log(`first call: ${options.firstCalls} server starts`);
+    firstCall = await runFirstCalls(options.firstCalls);
   }
   let freshCache: FreshCacheResult | null = null;
   if (options.freshCache) {
     log("first call with an empty cache (snapshot build)");
     freshCache = await runFreshCache();
   }
-  log(`warm: ${options.iterations} sequential calls, ${options.pauseMs} ms apart`);
-  const { warm, mcpRoundTrip, memory } = await runWarm(options);
-  let poolOff: SequentialResult | null = null;
+  log(`defaults: idle tree, ${options.iterations} back-to-back calls`);
+  const { backToBack, memory } = await runDefaults(options);
+  let poolOff: Scenario | null = null;
   if (!quick) {
     log("pool off: sequential calls");
     poolOff = await runPoolOff(options);
@@ -755,9 +917,11 @@ async function main(args: string[]): Promise<void> {
   log(`${CONCURRENCY} concurrent callers × ${options.perCaller} calls`);
   const concurrent = await runConcurrent(options);
 
-  const allChildren = [...memory.idleChildren, ...memory.afterChildren];
-  const maxChildRss = Math.max(...allChildren.map((c) => c.vmRssMb));
-  const base = baseline.medianMs;
+  const children = [...memory.idleChildren, ...memory.afterChildren];
+  const maxChildRss = Math.max(...children.map((c) => c.vmRssMb));
+  const r = paired.pairedRatios;
+  const arms = paired.arms;
+  const hostGrowth = ratio(concurrent.hostRssAfterMb, concurrent.hostRssBeforeMb);
   const report: Report = {
     date: new Date().toISOString(),
     machine: await machineReport(loadBefore),
@@ -766,69 +930,86 @@ async function main(args: string[]): Promise<void> {
     options,
     baseline,
     tsWarm,
-    inprocess,
+    mcpRoundTrip,
+    paired,
+    recycle,
     refill,
     firstCall,
     freshCache,
-    mcpRoundTrip,
-    warm,
+    backToBack,
     poolOff,
     concurrent,
     memory,
-    ratios: {
-      warmToTsWarm: ratio(warm.latency.medianMs, tsWarm.latency.medianMs),
-      warmToInprocess: ratio(warm.latency.medianMs, inprocess.latency.medianMs),
-      warmToBaseline: ratio(warm.latency.medianMs, base),
-      firstCallToBaseline: firstCall
-        ? ratio(firstCall.singleSpawn.spawnToResult.medianMs, base)
-        : null,
-      refillToBaseline: ratio(refill.refill.medianMs, base),
-      poolOffToBaseline: poolOff ? ratio(poolOff.latency.medianMs, base) : null,
-    },
     targets: {
-      "Python warm median": {
-        goal: `≤ ${TARGETS.warmMedianMs} ms`,
-        actual: `${warm.latency.medianMs} ms (p95 ${warm.latency.p95Ms})`,
-        met: warm.latency.medianMs <= TARGETS.warmMedianMs,
+      [`${CONCURRENCY} concurrent callers, every run in a fresh interpreter`]: {
+        goal: `≥ ${TARGETS.throughputPerSec} runs/s, 0 wrong`,
+        actual:
+          `${concurrent.throughputPerSec} runs/s, ${concurrent.wrong} wrong of ${concurrent.calls}`,
+        met: concurrent.throughputPerSec >= TARGETS.throughputPerSec && concurrent.wrong === 0,
+        load: concurrent.load,
       },
-      "Python warm median ≤ in-process Pyodide (same run)": {
-        goal: `≤ ${inprocess.latency.medianMs} ms`,
-        actual: `${warm.latency.medianMs} ms (${
-          ratio(warm.latency.medianMs, inprocess.latency.medianMs)
-        }×)`,
-        met: warm.latency.medianMs <= inprocess.latency.medianMs,
+      "a fresh interpreter ready for the next run (executor: result → ready)": {
+        goal: `≤ ${TARGETS.refillMs} ms median`,
+        actual: `${refill.resultToReady.medianMs} ms (one child: ${recycle.wall.medianMs} ms, ` +
+          `CPU ${recycle.cpu.medianMs} ms)`,
+        met: refill.resultToReady.medianMs <= TARGETS.refillMs,
+        load: refill.load,
       },
-      [`Python warm median ≤ ${TARGETS.warmToTs}× warm run_typescript (same run)`]: {
-        goal: `≤ ${round(TARGETS.warmToTs * tsWarm.latency.medianMs)} ms`,
-        actual: `${warm.latency.medianMs} ms (${
-          ratio(warm.latency.medianMs, tsWarm.latency.medianMs)
-        }×)`,
-        met: warm.latency.medianMs <= TARGETS.warmToTs * tsWarm.latency.medianMs,
+      "warm trivial run_python ≤ the in-process Pyodide (paired)": {
+        goal: `≤ 1×`,
+        actual: `${arms.ours.medianMs} vs ${arms.inprocess.medianMs} ms (${r.warmToInprocess}×)`,
+        met: r.warmToInprocess <= 1,
+        load: paired.load,
       },
-      ...(firstCall
-        ? {
-          "first call after start (spawn → result, one spawn)": {
-            goal: `≤ ${TARGETS.firstCallMs} ms`,
-            actual:
-              `${firstCall.singleSpawn.spawnToResult.medianMs} ms (max ${firstCall.singleSpawn.spawnToResult.maxMs})`,
-            met: firstCall.singleSpawn.spawnToResult.medianMs <= TARGETS.firstCallMs,
-          },
-        }
-        : {}),
-      "pool refill from the snapshot": {
-        goal: `≤ ${TARGETS.refillMs} ms`,
-        actual: `${refill.refill.medianMs} ms (p95 ${refill.refill.p95Ms})`,
-        met: refill.refill.medianMs <= TARGETS.refillMs,
+      "print(1) ÷ 1 + 1 (paired)": {
+        goal: `≤ ${TARGETS.printToTrivial}×`,
+        actual: `${arms["ours-print"].medianMs} vs ${arms.ours.medianMs} ms (${r.printToTrivial}×)`,
+        met: r.printToTrivial <= TARGETS.printToTrivial,
+        load: paired.load,
       },
-      "RSS per warm child (VmRSS, max)": {
+      [`${LOOP_N / 1000}k-iteration loop ÷ the in-process Pyodide (paired)`]: {
+        goal: `≤ ${TARGETS.loopToInprocess}×`,
+        actual: `${arms["ours-loop"].medianMs} vs ${
+          arms["inprocess-loop"].medianMs
+        } ms (${r.loopToInprocess}×)`,
+        met: r.loopToInprocess <= TARGETS.loopToInprocess,
+        load: paired.load,
+      },
+      "back-to-back trivial runs": {
+        goal: `p95 ≤ ${TARGETS.backToBackP95Ms} ms`,
+        actual: `p95 ${backToBack.latency.p95Ms} ms, median ${backToBack.latency.medianMs}`,
+        met: backToBack.latency.p95Ms <= TARGETS.backToBackP95Ms,
+        load: backToBack.load,
+      },
+      "idle process tree with the defaults (VmRSS)": {
+        goal: `≤ ${TARGETS.idleTreeMb} MB`,
+        actual: `${memory.idleTree.vmRssMb} MB (${memory.idleTree.processes} processes; ` +
+          `after the runs ${memory.afterTree.vmRssMb} MB)`,
+        met: memory.idleTree.vmRssMb <= TARGETS.idleTreeMb &&
+          memory.afterTree.vmRssMb <= TARGETS.idleTreeMb,
+        load: memory.load,
+      },
+      "RSS per warm Python child (VmRSS, max)": {
         goal: `≤ ${TARGETS.childRssMb} MB`,
         actual: `${maxChildRss} MB`,
         met: maxChildRss <= TARGETS.childRssMb,
+        load: memory.load,
       },
-      [`throughput, ${CONCURRENCY} callers`]: {
-        goal: `≥ ${TARGETS.throughputPerSec} runs/s`,
-        actual: `${concurrent.throughputPerSec} calls/s, median ${concurrent.latency.medianMs} ms`,
-        met: concurrent.throughputPerSec >= TARGETS.throughputPerSec,
+      ...(firstCall
+        ? {
+          "first call after start (spawn → result)": {
+            goal: `≤ ${TARGETS.firstCallMs} ms`,
+            actual: `${firstCall.spawnToResult.medianMs} ms (max ${firstCall.spawnToResult.maxMs})`,
+            met: firstCall.spawnToResult.medianMs <= TARGETS.firstCallMs,
+            load: firstCall.load,
+          },
+        }
+        : {}),
+      "host RSS after the concurrent load": {
+        goal: `≤ ${TARGETS.hostRssGrowth}× before`,
+        actual: `${concurrent.hostRssBeforeMb} → ${concurrent.hostRssAfterMb} MB (${hostGrowth}×)`,
+        met: hostGrowth <= TARGETS.hostRssGrowth,
+        load: concurrent.load,
       },
     },
   };

@@ -1,30 +1,42 @@
 /**
  * The trusted controller of a Python sandbox child (`deno run --unstable-worker-options` that may
- * only read the Pyodide package, the memory snapshot and `py_worker.ts`). Pyodide runs in a Web
- * Worker; this thread owns the frame channel and the interrupt buffer.
+ * only read the Pyodide package, the memory snapshot, `py_worker.ts` and `py_inbox.ts`, whose
+ * path is its first argument). It starts Pyodide Workers and nothing else runs on its thread:
+ * the host's frames reach a Worker through the inbox Worker (`sandbox/py_inbox.ts`, the only
+ * reader of stdin), and a Worker writes its own frames to stdout.
  *
- * Protocol with the host (JSON lines, the same frames as `ts_runner.ts`):
- * - host → controller on stdin: `{"t":"init","nonce","indexDir","indexUrl","workerPath","workerUrl",
+ * A child serves several runs of one principal, each in a fresh Worker with a fresh interpreter:
+ * what the Workers share is what cannot carry state from one run to the next, the compiled
+ * `WebAssembly.Module` (code, and what V8 compiled of it), and this process with its
+ * permissions. Each Worker reads the snapshot's bytes itself. A session's child keeps its Worker
+ * for all of the session's runs.
+ *
+ * Protocol with the host (JSON lines):
+ * - host → child on stdin: `{"t":"init","nonce","indexDir","indexUrl","workerPath","workerUrl",
  *   "snapshotPath"?,"session"?,"allowedImports","wheels"?,"prelude","files"?}` (`files`:
  *   `{"path","url","read"}`, `sandbox/py_files.ts` and the run's granted paths, which the
- *   process may read and the Worker mounts read-only; `wheels`:
- *   `[{"name","data"}]`, the files' bytes in base64; `prelude`: the text of
- *   `sandbox/py_prelude.py`, which the Worker runs when it boots without the snapshot; both read
- *   by the host since this process may not read them), then `{"t":"exec","source","args"?}`
- *   (several in a session; `args`: a skill's arguments when the skill runs as a nested run), `{"t":"reply","id","ok","value"|"error"}` and `{"t":"interrupt"}`. Between the runs
- *   of a session the host stops this process (SIGSTOP) and continues it (SIGCONT) just before
- *   the next `exec`.
- * - controller → host on stdout:
- *   `<nonce> {"t":"ready","bootMs","fromSnapshot","snapshotError"?,"wheelErrors"?}`,
- *   `<nonce> {"t":"out","s","d"}`, `<nonce> {"t":"call","id","op",...}` and one
- *   `<nonce> {"t":"result",...}` per exec. A child that cannot boot sends `{"t":"fatal","message"}`.
+ *   process may read and the Worker mounts read-only; `wheels`: `[{"name","data"}]`, the files'
+ *   bytes in base64; `prelude`: the text of `sandbox/py_prelude.py`, which a Worker runs when it
+ *   boots without the snapshot), then per run `{"t":"exec","source",
+ *   "args"?}`, `{"t":"reply","id","ok","value"|"error"}` and `{"t":"interrupt"}`; and
+ *   `{"t":"next"}` after a run, once the host has seen that run's Worker gone: start the next
+ *   interpreter. Between the runs of a session the host stops this process (SIGSTOP).
+ * - controller → host on stdout, with the init's nonce, which no Worker ever sees:
+ *   `<nonce> {"t":"ready","nonce","bootMs","fromSnapshot","snapshotError"?,"wheelErrors"?}`
+ *   when an interpreter is ready (`nonce`: the one its Worker's frames carry; the same line on
+ *   stderr, `\0<nonce>\0`, says that everything written to stderr before it has been read),
+ *   `{"t":"fatal","message"}` when Python cannot boot, and a `result` with `SandboxCrash` when
+ *   the Worker fails during a run.
+ * - Worker → host on stdout, with the Worker's nonce: `{"t":"out","s","d"}`,
+ *   `{"t":"call","id","op",...}` and one `{"t":"result",...}` per exec (see `py_worker.ts`).
  * - snapshot mode (`{"t":"init","nonce","mode":"snapshot","snapshotOut","prelude","wheels"?,
  *   "preload"?,...}`, run with write access to the snapshot's directory only): boots, runs the
  *   prelude, unpacks the wheels of `python.packages` and imports `preload` (their top-level
  *   modules), writes the snapshot, sends `{"t":"snapshot","bytes","bootMs"}` and exits.
  *
- * Python code runs in the Worker and cannot reach this thread's globals, so the nonce stays out
- * of its reach; everything the Worker posts is validated here before it becomes a frame.
+ * Python code can reach its Worker's nonce and write any frame with it: the host treats every
+ * frame as forged. What it cannot reach is this thread (the controller's nonce, which marks the
+ * boundaries between runs), stdin, or a later run's Worker.
  *
  * This file must stay self-contained: it may be copied next to a compiled binary.
  *
@@ -33,45 +45,15 @@
 
 // Captured before anything else runs, like the TypeScript runner does.
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
 const encode = encoder.encode.bind(encoder);
 const stringify = JSON.stringify;
-const parse = JSON.parse;
 const stdoutWriteSync = Deno.stdout.writeSync.bind(Deno.stdout);
 const stderrWriteSync = Deno.stderr.writeSync.bind(Deno.stderr);
-const stdinRead = Deno.stdin.read.bind(Deno.stdin);
 const realExit: (code?: number) => never = Deno.exit;
 
-/** Frames the host reads are capped at 8 MB; stay below it with room for escaping. */
-const MAX_RESULT_CHARS = 6 * 1024 * 1024;
-const OUT_CHUNK_CHARS = 256 * 1024;
-const OPS = [
-  "call",
-  "proxy",
-  "discover",
-  "search",
-  "schema",
-  "sample",
-  "elicit",
-  "progress",
-  "display",
-  "output",
-  "skill",
-];
-const CALL_FIELDS = [
-  "name",
-  "args",
-  "server",
-  "tool",
-  "search",
-  "query",
-  "limit",
-  "action",
-  "depth",
-];
+const inboxPath = Deno.args[0];
 
 let nonce = "";
-let pending = "";
 
 function writeAll(bytes: Uint8Array, write = stdoutWriteSync): void {
   let offset = 0;
@@ -80,47 +62,24 @@ function writeAll(bytes: Uint8Array, write = stdoutWriteSync): void {
   }
 }
 
+/** Writes a control frame. The leading newline ends whatever a Worker left half written. */
 function send(frame: Record<string, unknown>): void {
-  writeAll(encode(nonce + " " + stringify(frame) + "\n"));
+  writeAll(encode("\n" + nonce + " " + stringify(frame) + "\n"));
 }
 
-/**
- * Sends a run's result. The mark before it tells the host that it has read everything this
- * process wrote to stderr, so it can kill a single-use child at once instead of waiting for its
- * exit; Python never sees the nonce, so it cannot forge the mark.
- */
-function sendResult(frame: Record<string, unknown>): void {
+/** Tells the host that it has read all stderr written before this point. */
+function markStderr(): void {
   try {
     writeAll(encode("\0" + nonce + "\0"), stderrWriteSync);
   } catch {
     // Stderr is gone; the host then waits for the end of the stream.
   }
-  send(frame);
 }
 
-const readBuffer = new Uint8Array(64 * 1024);
-
-/** Reads the next frame from the host, or null at end of input. */
-async function readFrame(): Promise<Record<string, unknown> | null> {
-  while (true) {
-    const newline = pending.indexOf("\n");
-    if (newline >= 0) {
-      const line = pending.slice(0, newline);
-      pending = pending.slice(newline + 1);
-      if (line.trim() === "") continue;
-      return parse(line);
-    }
-    // Only new chunks are searched: an init frame with wheels can be megabytes long.
-    const chunks = [pending];
-    while (true) {
-      const n = await stdinRead(readBuffer);
-      if (n === null) return null;
-      const chunk = decoder.decode(readBuffer.subarray(0, n), { stream: true });
-      chunks.push(chunk);
-      if (chunk.includes("\n")) break;
-    }
-    pending = chunks.join("");
-  }
+/** A Worker's frame nonce: random, made here after the Worker before it is gone. */
+function frameNonce(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(18));
+  return btoa(String.fromCharCode(...bytes)).replace(/[+/=]/g, "x");
 }
 
 /** Decodes the wheels of the init frame; a malformed entry is reported, not fatal. */
@@ -153,83 +112,6 @@ function text(value: unknown, max: number): string | undefined {
   return typeof value === "string" ? value.slice(0, max) : undefined;
 }
 
-let outStream: "stdout" | "stderr" = "stdout";
-let outText = "";
-let outTimer: ReturnType<typeof setTimeout> | undefined;
-
-function flushOut(): void {
-  if (outTimer !== undefined) clearTimeout(outTimer);
-  outTimer = undefined;
-  for (let i = 0; i < outText.length; i += OUT_CHUNK_CHARS) {
-    send({ t: "out", s: outStream, d: outText.slice(i, i + OUT_CHUNK_CHARS) });
-  }
-  outText = "";
-}
-
-/** Output is coalesced: Python writes line by line, and a frame per line is slow. */
-function queueOut(stream: "stdout" | "stderr", data: string): void {
-  if (stream !== outStream || outText.length >= OUT_CHUNK_CHARS) flushOut();
-  outStream = stream;
-  outText += data;
-  outTimer ??= setTimeout(flushOut, 0);
-}
-
-function resultFrame(body: unknown): Record<string, unknown> {
-  if (typeof body !== "string" || body.length > MAX_RESULT_CHARS) {
-    return {
-      t: "result",
-      ok: false,
-      error: {
-        // The type TypeScript reports for a return value past the limit: one condition, one type.
-        type: "OutputLimitError",
-        message:
-          `Return value too large: the value of the last expression or assignment is more than ${MAX_RESULT_CHARS} characters of JSON; return less (a summary, or print part of it)`,
-      },
-    };
-  }
-  let parsed: Record<string, unknown>;
-  try {
-    parsed = parse(body);
-  } catch {
-    parsed = {};
-  }
-  if (parsed.ok === true) {
-    return parsed.value === undefined
-      ? { t: "result", ok: true }
-      : { t: "result", ok: true, value: parsed.value };
-  }
-  const error =
-    (typeof parsed.error === "object" && parsed.error !== null ? parsed.error : {}) as Record<
-      string,
-      unknown
-    >;
-  const info: Record<string, unknown> = {
-    type: text(error.type, 100) ?? "Error",
-    message: text(error.message, 64 * 1024) ?? "The code failed without a message",
-  };
-  const traceback = text(error.traceback, 64 * 1024);
-  if (traceback) info.traceback = traceback;
-  return { t: "result", ok: false, error: info };
-}
-
-function callFrame(message: Record<string, unknown>): Record<string, unknown> | undefined {
-  const { id, op, payload } = message;
-  if (typeof id !== "number" || !Number.isSafeInteger(id) || typeof payload !== "string") return;
-  if (typeof op !== "string" || !OPS.includes(op)) return;
-  let fields: Record<string, unknown>;
-  try {
-    fields = parse(payload);
-  } catch {
-    return;
-  }
-  if (typeof fields !== "object" || fields === null) return;
-  const frame: Record<string, unknown> = { t: "call", id, op };
-  for (const name of CALL_FIELDS) {
-    if (fields[name] !== undefined && fields[name] !== null) frame[name] = fields[name];
-  }
-  return frame;
-}
-
 async function writeSnapshot(path: string, bytes: Uint8Array): Promise<void> {
   const temp = `${path}.${crypto.randomUUID()}.tmp`;
   try {
@@ -241,45 +123,14 @@ async function writeSnapshot(path: string, bytes: Uint8Array): Promise<void> {
   }
 }
 
-async function main(): Promise<void> {
-  const init = await readFrame();
-  if (!init || init.t !== "init" || typeof init.nonce !== "string") realExit(70);
-  nonce = init.nonce as string;
-  const indexDir = String(init.indexDir);
-  const workerPath = String(init.workerPath);
-  const snapshotMode = init.mode === "snapshot";
-  const session = init.session === true;
-
-  const interrupt = new SharedArrayBuffer(4);
-  const signal = new Int32Array(interrupt);
-  // The Worker reads the snapshot itself, while it imports Pyodide: reading 30 MB in a fresh
-  // process takes 40-90 ms, and Pyodide needs the bytes only once its Wasm module is loaded.
-  const snapshotPath = !snapshotMode && typeof init.snapshotPath === "string"
-    ? init.snapshotPath
-    : undefined;
-
-  // In snapshot mode the wheels are those of python.packages, imported before the snapshot.
-  const { wheels, errors: wheelErrors } = decodeWheels(init.wheels);
-  delete init.wheels;
-  const readyWheelErrors = (reported: unknown) => {
-    const all = [...wheelErrors, ...(Array.isArray(reported) ? reported : [])]
-      .map((error) => text(error, 2000)).filter((error) => error !== undefined).slice(0, 20);
-    return all.length > 0 ? all : undefined;
-  };
-
-  const files = grantedFiles(init.files);
-  const worker = new Worker(String(init.workerUrl), {
+/** The init frame, from the inbox, which reads stdin from the first byte on. */
+function startInbox(): { inbox: Worker; init: Promise<Record<string, unknown> | undefined> } {
+  const inbox = new Worker(new URL(`file://${inboxPath}`).href, {
     type: "module",
-    name: "python",
+    name: "inbox",
     deno: {
       permissions: {
-        // With files, the process may read its own paths and the run's grants, less what the host
-        // denied under them, which only inheriting keeps (a list of its own cannot hold a deny).
-        read: files
-          ? "inherit"
-          : snapshotPath
-          ? [indexDir, workerPath, snapshotPath]
-          : [indexDir, workerPath],
+        read: [inboxPath],
         write: false,
         net: false,
         env: false,
@@ -290,121 +141,180 @@ async function main(): Promise<void> {
       },
     },
   } as WorkerOptions);
+  const init = new Promise<Record<string, unknown> | undefined>((resolve) => {
+    inbox.onmessage = (event: MessageEvent) => {
+      const message = event.data as Record<string, unknown>;
+      resolve(message?.t === "init" ? message.frame as Record<string, unknown> : undefined);
+    };
+    inbox.onerror = (event: ErrorEvent) => {
+      event.preventDefault();
+      resolve(undefined);
+    };
+  });
+  return { inbox, init };
+}
 
-  let running = false;
+/** Compiles Pyodide's Wasm once for every Worker of this process; undefined if it cannot. */
+async function compileModule(indexDir: string): Promise<WebAssembly.Module | undefined> {
+  try {
+    const bytes = await Deno.readFile(`${indexDir}/pyodide.asm.wasm`);
+    const module = await WebAssembly.compile(bytes);
+    // The module keeps its own copy; this idle thread might not collect the 10 MB for long.
+    bytes.buffer.transfer(0);
+    return module;
+  } catch {
+    // Each Worker then compiles its own, as Pyodide does by default.
+    return undefined;
+  }
+}
+
+async function main(): Promise<void> {
+  const { inbox, init: initFrame } = startInbox();
+  const init = await initFrame;
+  if (!init || init.t !== "init" || typeof init.nonce !== "string") realExit(70);
+  nonce = init.nonce as string;
+  const indexDir = String(init.indexDir);
+  const workerPath = String(init.workerPath);
+  const snapshotMode = init.mode === "snapshot";
+  const session = init.session === true;
+  const prelude = init.prelude;
+  // A Worker reads the snapshot itself, while it imports Pyodide: the bytes are needed only once
+  // its Wasm module is loaded, and then only for the copy into the interpreter's memory.
+  const snapshotPath = !snapshotMode && typeof init.snapshotPath === "string"
+    ? init.snapshotPath
+    : undefined;
+  // In snapshot mode the wheels are those of python.packages, imported before the snapshot.
+  const { wheels, errors: wheelErrors } = decodeWheels(init.wheels);
+  const files = grantedFiles(init.files);
+  const readyWheelErrors = (reported: unknown) => {
+    const all = [...wheelErrors, ...(Array.isArray(reported) ? reported : [])]
+      .map((error) => text(error, 2000)).filter((error) => error !== undefined).slice(0, 20);
+    return all.length > 0 ? all : undefined;
+  };
+  const module = snapshotMode ? undefined : await compileModule(indexDir);
+
+  let worker: Worker | undefined;
+  let workerNonce = "";
   let booted = false;
-  // A single-use child stays put after its result, relaying nothing more, until the host kills
-  // it: exiting at once would tear down the ~160 MB process on the CPUs the host needs to send the
-  // response (see ts_runner.ts). A closed stdin (the host died) still ends it.
-  let finished = false;
   const fail = (message: string) => {
-    if (finished) realExit(0);
-    flushOut();
-    if (running) {
-      sendResult({ t: "result", ok: false, error: { type: "SandboxCrash", message } });
+    if (booted) {
+      send({ t: "result", ok: false, error: { type: "SandboxCrash", message } });
     } else send({ t: "fatal", message });
     realExit(1);
   };
 
-  worker.onerror = (event: ErrorEvent) => {
-    event.preventDefault();
-    fail(`The Python worker failed: ${event.message}`);
-  };
-  worker.onmessageerror = () => fail("The Python worker sent a message that cannot be read");
-  worker.onmessage = async (event: MessageEvent) => {
-    const message = event.data as Record<string, unknown>;
-    if (finished || typeof message !== "object" || message === null) return;
-    switch (message.t) {
-      case "out":
-        if ((message.s === "stdout" || message.s === "stderr") && typeof message.d === "string") {
-          queueOut(message.s, message.d);
-        }
-        break;
-      case "call": {
-        const frame = callFrame(message);
-        if (frame) {
-          flushOut();
-          send(frame);
-        }
-        break;
-      }
-      case "result":
-        if (!running) break;
-        running = false;
-        flushOut();
-        sendResult(resultFrame(message.body));
-        if (!session) finished = true;
-        break;
-      case "ready":
-        if (booted) break;
-        booted = true;
-        send({
-          t: "ready",
-          bootMs: typeof message.bootMs === "number" ? Math.round(message.bootMs) : undefined,
-          fromSnapshot: message.fromSnapshot === true,
-          snapshotError: text(message.snapshotError, 2000),
-          wheelErrors: readyWheelErrors(message.wheelErrors),
-        });
-        break;
-      case "snapshot":
-        if (!snapshotMode || booted || !(message.bytes instanceof Uint8Array)) break;
-        booted = true;
-        try {
-          await writeSnapshot(String(init.snapshotOut), message.bytes);
+  const startWorker = () => {
+    booted = false;
+    workerNonce = frameNonce();
+    const interrupt = new SharedArrayBuffer(4);
+    const channel = new MessageChannel();
+    const next = new Worker(String(init.workerUrl), {
+      type: "module",
+      name: "python",
+      deno: {
+        permissions: {
+          // With files, the process may read its own paths and the run's grants, less what the
+          // host denied under them, which only inheriting keeps (a list cannot hold a deny).
+          read: files
+            ? "inherit"
+            : snapshotPath
+            ? [indexDir, workerPath, snapshotPath]
+            : [indexDir, workerPath],
+          write: false,
+          net: false,
+          env: false,
+          run: false,
+          ffi: false,
+          sys: false,
+          import: false,
+        },
+      },
+    } as WorkerOptions);
+    worker = next;
+    next.onerror = (event: ErrorEvent) => {
+      event.preventDefault();
+      if (worker === next) fail(`The Python worker failed: ${event.message}`);
+    };
+    next.onmessageerror = () => {
+      if (worker === next) fail("The Python worker sent a message that cannot be read");
+    };
+    next.onmessage = async (event: MessageEvent) => {
+      const message = event.data as Record<string, unknown>;
+      if (worker !== next || typeof message !== "object" || message === null) return;
+      switch (message.t) {
+        case "ready":
+          if (booted) break;
+          booted = true;
+          markStderr();
           send({
-            t: "snapshot",
-            bytes: message.bytes.length,
+            t: "ready",
+            nonce: workerNonce,
             bootMs: typeof message.bootMs === "number" ? Math.round(message.bootMs) : undefined,
+            fromSnapshot: message.fromSnapshot === true,
+            snapshotError: text(message.snapshotError, 2000),
+            wheelErrors: readyWheelErrors(message.wheelErrors),
           });
-          realExit(0);
-        } catch (error) {
-          fail(`Cannot write the snapshot: ${(error as Error).message}`);
-        }
-        break;
-      case "fatal":
-        if (!booted) fail(text(message.message, 2000) ?? "Pyodide did not start");
-        break;
+          break;
+        case "snapshot":
+          if (!snapshotMode || booted || !(message.bytes instanceof Uint8Array)) break;
+          booted = true;
+          try {
+            await writeSnapshot(String(init.snapshotOut), message.bytes);
+            send({
+              t: "snapshot",
+              bytes: message.bytes.length,
+              bootMs: typeof message.bootMs === "number" ? Math.round(message.bootMs) : undefined,
+            });
+            realExit(0);
+          } catch (error) {
+            fail(`Cannot write the snapshot: ${(error as Error).message}`);
+          }
+          break;
+        case "fatal":
+          if (!booted) fail(text(message.message, 2000) ?? "Pyodide did not start");
+          break;
+      }
+    };
+    // Each interpreter gets its own copy of the wheels: unpacking them is part of its boot.
+    const own = wheels.map((wheel) => ({ name: wheel.name, bytes: wheel.bytes.slice() }));
+    next.postMessage({
+      t: "boot",
+      nonce: workerNonce,
+      indexDir,
+      indexUrl: init.indexUrl,
+      snapshotPath,
+      makeSnapshot: snapshotMode,
+      session,
+      module,
+      interrupt,
+      port: channel.port2,
+      allowedImports: init.allowedImports ?? [],
+      wheels: own,
+      prelude,
+      files: files && { url: files.url, read: files.read },
+      preload: snapshotMode && Array.isArray(init.preload) ? init.preload.map(String) : [],
+    }, [channel.port2, ...own.map((wheel) => wheel.bytes.buffer as ArrayBuffer)]);
+    if (!snapshotMode) {
+      inbox.postMessage({ t: "attach", port: channel.port1, interrupt }, [channel.port1]);
     }
   };
 
-  const transfer = wheels.map((wheel) => wheel.bytes.buffer as ArrayBuffer);
-  worker.postMessage({
-    t: "boot",
-    indexDir,
-    indexUrl: init.indexUrl,
-    snapshotPath,
-    makeSnapshot: snapshotMode,
-    interrupt,
-    allowedImports: init.allowedImports ?? [],
-    wheels,
-    prelude: init.prelude,
-    files: files && { url: files.url, read: files.read },
-    preload: snapshotMode && Array.isArray(init.preload) ? init.preload.map(String) : [],
-  }, transfer);
-  delete init.prelude;
-  // The snapshot builder's stdin is closed after init; the Worker decides when it ends.
-  if (snapshotMode) return;
-
-  while (true) {
-    const frame = await readFrame();
-    if (frame === null) realExit(0);
-    if (finished) continue;
-    if (frame.t === "exec" && typeof frame.source === "string") {
-      if (running) continue;
-      running = true;
-      Atomics.store(signal, 0, 0);
-      const args = frame.args === undefined ? undefined : stringify(frame.args);
-      worker.postMessage({ t: "exec", source: frame.source, args });
-    } else if (frame.t === "reply" && typeof frame.id === "number") {
-      const body = stringify({ ok: frame.ok === true, value: frame.value, error: frame.error });
-      worker.postMessage({ t: "reply", id: frame.id, body });
-    } else if (frame.t === "interrupt") {
-      // SIGINT for running Python, a wake-up for time.sleep, a message for awaiting code.
-      Atomics.store(signal, 0, 2);
-      Atomics.notify(signal, 0);
-      worker.postMessage({ t: "interrupt" });
+  inbox.onmessage = (event: MessageEvent) => {
+    const message = event.data as Record<string, unknown>;
+    if (message?.t === "eof") realExit(0);
+    // The host has seen the last run's Worker gone (it sends `next` only then, and never to a
+    // session's child): the next run gets an interpreter that nothing has run in.
+    if (message?.t === "next" && !session) {
+      worker?.terminate();
+      startWorker();
     }
-  }
+  };
+  inbox.onerror = (event: ErrorEvent) => {
+    event.preventDefault();
+    fail(`The frame reader failed: ${event.message}`);
+  };
+  delete init.wheels;
+  startWorker();
 }
 
 main();

@@ -1,25 +1,37 @@
 /**
  * The Web Worker of a Python sandbox child: it boots Pyodide (from a memory snapshot when the
- * controller has one) and runs the model's Python. It is started by `sandbox/py_host.ts` with no
- * permission beyond reading the Pyodide package, the snapshot and this file. The Python half of
- * the sandbox (`sandbox/py_prelude.py`) comes in the `boot` message: the host reads it, so that
- * this process needs no permission to.
+ * controller has one) and runs the model's Python, one run (or a session's runs) per Worker. It
+ * is started by `sandbox/py_host.ts` with no permission beyond reading the Pyodide package, the
+ * snapshot and this file. The Python half of the sandbox (`sandbox/py_prelude.py`) comes in the
+ * `boot` message: the host reads it, so that this process needs no permission to.
  *
- * Messages (structured clone, never trusted by the controller):
- * - controller → worker: `{t:"boot", indexDir, indexUrl, snapshotPath?, makeSnapshot, interrupt,
- *   allowedImports, wheels, prelude, files?, preload}` (`wheels`: `[{name, bytes}]`; `preload`:
- *   the modules a snapshot build imports after unpacking the wheels; `files`: `{url,
- *   read}`, `sandbox/py_files.ts` and the granted paths it mounts; `prelude`: the text of
- *   `sandbox/py_prelude.py`, run only when making the snapshot or booting without one), then
- *   `{t:"exec", source, args?}` (`args`: JSON text, a skill's arguments), `{t:"reply", id, body}`
- *   and `{t:"interrupt"}`.
+ * It owns its run's frame channel: it writes its frames to the child's stdout itself, with the
+ * nonce of its `boot` message, and gets the host's through a `MessagePort` from the inbox
+ * (`sandbox/py_inbox.ts`), so that neither direction wakes the controller's thread. Its stdin
+ * and stderr handles are closed before Python runs: a read left pending here would outlive the
+ * Worker and take a later run's frames.
+ *
+ * Messages:
+ * - controller → worker: `{t:"boot", nonce, indexDir, indexUrl, snapshotPath?, makeSnapshot,
+ *   session, module?, interrupt, port, allowedImports, wheels, prelude, files?, preload}`
+ *   (`module`: the compiled Pyodide Wasm, shared by the process's Workers; `wheels`: `[{name,
+ *   bytes}]`; `preload`: the modules a snapshot build imports after unpacking the wheels;
+ *   `files`: `{url, read}`, `sandbox/py_files.ts` and the granted paths it mounts; `prelude`: the
+ *   text of `sandbox/py_prelude.py`, run only when making the snapshot or booting without one).
+ * - inbox → worker, on `port`: `{t:"exec", source, args?}` (`args`: JSON text, a skill's
+ *   arguments), `{t:"reply", id, body}` (`body`: the reply frame's JSON text) and
+ *   `{t:"interrupt"}`.
  * - worker → controller: `{t:"ready", bootMs, fromSnapshot, snapshotError?, wheelErrors?}` (or
- *   `{t:"snapshot", bytes}` when asked to make one), `{t:"out", s, d}`,
- *   `{t:"call", id, op, payload}` (payload is JSON text) and `{t:"result", body}` (JSON text).
+ *   `{t:"snapshot", bytes}` when asked to make one) and `{t:"fatal", message}`.
+ * - worker → host, on stdout: `<nonce> {"t":"out","s","d"}`, `{"t":"call","id","op",...}` and
+ *   one `{"t":"result",...}` per exec. After its result a Worker that is not a session's closes
+ *   itself, so that nothing it or its code scheduled runs after the run.
  *
  * Python can reach this worker's JavaScript globals (`js`, `pyodide_js`, any JsProxy's
- * `constructor.constructor`), so nothing here is a security boundary: the nonce and the frame
- * channel live in the controller's thread, and the process's Deno permissions are the wall.
+ * `constructor.constructor`), so nothing here is a security boundary: Python can write frames
+ * with this Worker's nonce, and the host treats every frame as forged. The process's Deno
+ * permissions are the wall, and the controller, which Python cannot reach, marks where one run's
+ * frames end and the next Worker's begin.
  *
  * This file must stay self-contained: it may be copied next to a compiled binary.
  *
@@ -60,17 +72,106 @@ interface WorkerScope {
 
 const scope = globalThis as unknown as WorkerScope;
 const post = scope.postMessage.bind(scope);
+const close = (scope as unknown as { close(): void }).close.bind(scope);
+const encoder = new TextEncoder();
+const encode = encoder.encode.bind(encoder);
+const stringify = JSON.stringify;
+const parse = JSON.parse;
+const now = performance.now.bind(performance);
+const stdoutWriteSync = Deno.stdout.writeSync.bind(Deno.stdout);
 
-// Writes from this thread must not reach the child's stdout, which carries the controller's
-// frames. Closing the worker's handles stops Deno.stdout, console and process.stdout here; the
-// controller's own handles stay open. Raw file descriptor writes (node:fs) remain possible and
-// are caught by the host, since they cannot carry the nonce.
-for (const stream of [Deno.stdout, Deno.stderr, Deno.stdin]) {
+// The controller and the inbox own stdin and stderr; this Worker's handles on them go before
+// Python runs (a stdin read cannot be cancelled, and would outlive this Worker).
+for (const stream of [Deno.stderr, Deno.stdin]) {
   try {
     stream.close();
   } catch {
     // Already closed.
   }
+}
+
+/** Frames the host reads are capped at 8 MB; stay below it with room for escaping. */
+const MAX_RESULT_CHARS = 6 * 1024 * 1024;
+const OUT_CHUNK_CHARS = 256 * 1024;
+/** Printed output waits at most this long in the buffer while Python runs without pause. */
+const OUT_FLUSH_MS = 10;
+
+let nonce = "";
+
+function send(frame: Record<string, unknown>): void {
+  const bytes = encode(nonce + " " + stringify(frame) + "\n");
+  let offset = 0;
+  while (offset < bytes.length) {
+    offset += stdoutWriteSync(offset === 0 ? bytes : bytes.subarray(offset));
+  }
+}
+
+let outStream: "stdout" | "stderr" = "stdout";
+let outText = "";
+let outSince = 0;
+
+function flushOut(): void {
+  for (let i = 0; i < outText.length; i += OUT_CHUNK_CHARS) {
+    send({ t: "out", s: outStream, d: outText.slice(i, i + OUT_CHUNK_CHARS) });
+  }
+  outText = "";
+}
+
+/**
+ * Output is buffered: Python writes line by line, and a frame per line costs a write each. The
+ * buffer goes out before any other frame, when it is full, and when it is older than
+ * `OUT_FLUSH_MS` at the next write, so that a long run's output still streams (the host counts
+ * it against the run's cap and watches it as it comes).
+ */
+function queueOut(stream: "stdout" | "stderr", data: string): void {
+  if (stream !== outStream || outText.length >= OUT_CHUNK_CHARS) flushOut();
+  if (outText === "") outSince = now();
+  outStream = stream;
+  outText += data;
+  if (now() - outSince >= OUT_FLUSH_MS) flushOut();
+}
+
+function text(value: unknown, max: number): string | undefined {
+  return typeof value === "string" ? value.slice(0, max) : undefined;
+}
+
+/** The result frame of the runner's JSON text; it is checked here as the host checks it. */
+function resultFrame(body: unknown): Record<string, unknown> {
+  if (typeof body !== "string" || body.length > MAX_RESULT_CHARS) {
+    return {
+      t: "result",
+      ok: false,
+      error: {
+        // The type TypeScript reports for a return value past the limit: one condition, one type.
+        type: "OutputLimitError",
+        message:
+          `Return value too large: the value of the last expression or assignment is more than ${MAX_RESULT_CHARS} characters of JSON; return less (a summary, or print part of it)`,
+      },
+    };
+  }
+  let parsed: Record<string, unknown>;
+  try {
+    parsed = parse(body);
+  } catch {
+    parsed = {};
+  }
+  if (parsed.ok === true) {
+    return parsed.value === undefined
+      ? { t: "result", ok: true }
+      : { t: "result", ok: true, value: parsed.value };
+  }
+  const error =
+    (typeof parsed.error === "object" && parsed.error !== null ? parsed.error : {}) as Record<
+      string,
+      unknown
+    >;
+  const info: Record<string, unknown> = {
+    type: text(error.type, 100) ?? "Error",
+    message: text(error.message, 64 * 1024) ?? "The code failed without a message",
+  };
+  const traceback = text(error.traceback, 64 * 1024);
+  if (traceback) info.traceback = traceback;
+  return { t: "result", ok: false, error: info };
 }
 
 function describe(error: unknown): string {
@@ -80,7 +181,7 @@ function describe(error: unknown): string {
 function forwardConsole(): void {
   const out = (stream: "stdout" | "stderr") => (...args: unknown[]) => {
     const text = args.map((a) => typeof a === "string" ? a : Deno.inspect(a)).join(" ");
-    post({ t: "out", s: stream, d: text + "\n" });
+    queueOut(stream, text + "\n");
   };
   const log = out("stdout");
   const error = out("stderr");
@@ -97,8 +198,10 @@ let pyodide: Pyodide | undefined;
 let sandbox: SandboxModule | undefined;
 let interruptBuffer: Int32Array | undefined;
 let booting: Promise<void> | undefined;
+let session = false;
 const pending = new Map<number, (body: string) => void>();
-let nextId = 1;
+// Ids start at a random point: a reply meant for another Worker can never match one of these.
+let nextId = 1 + Math.floor(Math.random() * 2 ** 40);
 
 function writer(stream: "stdout" | "stderr") {
   const decoder = new TextDecoder();
@@ -106,7 +209,7 @@ function writer(stream: "stdout" | "stderr") {
     isatty: false,
     write(buffer: Uint8Array): number {
       const text = decoder.decode(buffer, { stream: true });
-      if (text) post({ t: "out", s: stream, d: text });
+      if (text) queueOut(stream, text);
       return buffer.length;
     },
   };
@@ -163,23 +266,40 @@ function sparseRestore(): () => void {
   };
 }
 
+/** Frees the memory of bytes no one reads again, without waiting for a collection. */
+function freeBytes(bytes: unknown): void {
+  const buffer = ArrayBuffer.isView(bytes) ? bytes.buffer : bytes;
+  if (buffer instanceof ArrayBuffer && !buffer.detached) buffer.transfer(0);
+}
+
+/** Pyodide's own Wasm is megabytes; the small modules it instantiates are left alone. */
+const PYODIDE_WASM_MIN_BYTES = 1024 * 1024;
+
 /**
- * Makes Pyodide's `WebAssembly.instantiate(bytes, imports)` compile first and instantiate the
- * module second: V8 then compiles lazily, which saves ~300 ms of the boot.
+ * Makes Pyodide's `WebAssembly.instantiate(bytes, imports)` instantiate the module the
+ * controller compiled for every Worker of the process: its code, and what V8 optimized of it
+ * while earlier runs ran, is shared, so neither the compile nor the tier-up is paid again.
+ * Without one, it compiles first and instantiates second: V8 then compiles lazily, which saves
+ * ~300 ms of a boot.
  *
+ * @param shared The controller's module, if it has one.
  * @returns A function that puts the original back.
  */
-function lazyInstantiate(): () => void {
+function lazyInstantiate(shared: WebAssembly.Module | undefined): () => void {
   const original = WebAssembly.instantiate;
   const split = async (source: unknown, imports?: WebAssembly.Imports) => {
-    if (!(source instanceof ArrayBuffer || ArrayBuffer.isView(source))) {
+    const bytes = source instanceof ArrayBuffer || ArrayBuffer.isView(source);
+    if (!bytes || (source as ArrayBuffer).byteLength < PYODIDE_WASM_MIN_BYTES) {
       return await (original as (s: unknown, i?: WebAssembly.Imports) => Promise<unknown>)(
         source,
         imports,
       );
     }
-    const module = await WebAssembly.compile(source as BufferSource);
-    return { module, instance: await original(module, imports) };
+    const module = shared ?? await WebAssembly.compile(source as BufferSource);
+    const instance = await original(module, imports);
+    // Pyodide read the file for nothing when the module is shared: free the 10 MB now.
+    if (shared) freeBytes(source);
+    return { module, instance };
   };
   WebAssembly.instantiate = split as typeof WebAssembly.instantiate;
   return () => {
@@ -187,11 +307,44 @@ function lazyInstantiate(): () => void {
   };
 }
 
+const OPS = [
+  "call",
+  "proxy",
+  "discover",
+  "search",
+  "schema",
+  "sample",
+  "elicit",
+  "progress",
+  "display",
+  "output",
+  "skill",
+];
+const CALL_FIELDS = [
+  "name",
+  "args",
+  "server",
+  "tool",
+  "search",
+  "query",
+  "limit",
+  "action",
+  "depth",
+];
+
+/** Sends a request of the prelude's as a `call` frame; resolves with the reply frame's text. */
 function request(op: string, payload: string): Promise<string> {
+  if (!OPS.includes(op)) return Promise.reject(new TypeError(`Unknown request ${op}`));
+  const fields = parse(payload) as Record<string, unknown>;
   const id = nextId++;
+  const frame: Record<string, unknown> = { t: "call", id, op };
+  for (const name of CALL_FIELDS) {
+    if (fields[name] !== undefined && fields[name] !== null) frame[name] = fields[name];
+  }
   return new Promise((resolve) => {
     pending.set(id, resolve);
-    post({ t: "call", id, op, payload });
+    flushOut();
+    send(frame);
   });
 }
 
@@ -213,7 +366,10 @@ async function boot(message: Record<string, unknown>): Promise<void> {
     env: { HOME: "/home/pyodide" },
     args: [],
   };
-  const restoreInstantiate = lazyInstantiate();
+  const restoreInstantiate = lazyInstantiate(
+    message.module instanceof WebAssembly.Module ? message.module : undefined,
+  );
+  delete message.module;
   let fromSnapshot = false;
   let snapshotError: string | undefined;
   try {
@@ -235,6 +391,7 @@ async function boot(message: Record<string, unknown>): Promise<void> {
         // Pyodide keeps its options; the snapshot's 30 MB would stay alive with them.
         const api = (pyodide as unknown as { _api?: { config?: Record<string, unknown> } })._api;
         if (api?.config) api.config._loadSnapshot = undefined;
+        freeBytes(await snapshot);
       } catch (error) {
         snapshotError = describe(error);
       } finally {
@@ -357,22 +514,21 @@ async function exec(source: string, args: unknown): Promise<void> {
       : sandbox!.run_sync(source);
     body = done ?? await sandbox!.run(source);
   } catch (error) {
-    body = JSON.stringify({
+    body = stringify({
       ok: false,
       error: { type: "SandboxError", message: `The Python runner failed: ${describe(error)}` },
     });
   }
-  post({ t: "result", body });
+  flushOut();
+  send(resultFrame(body));
+  // The run is over: nothing that it left scheduled (JavaScript timers or promises reached
+  // through the js bridge) may run after its result. close() stops this isolate at once.
+  if (!session) close();
 }
 
-scope.onmessage = (event: MessageEvent) => {
+function onFrame(event: MessageEvent): void {
   const message = event.data as Record<string, unknown>;
   switch (message?.t) {
-    case "boot":
-      booting ??= boot(message).catch((error) => {
-        post({ t: "fatal", message: describe(error) });
-      });
-      break;
     case "exec":
       exec(String(message.source), message.args);
       break;
@@ -391,4 +547,15 @@ scope.onmessage = (event: MessageEvent) => {
       sandbox?.interrupt();
       break;
   }
+}
+
+scope.onmessage = (event: MessageEvent) => {
+  const message = event.data as Record<string, unknown>;
+  if (message?.t !== "boot" || booting) return;
+  nonce = String(message.nonce);
+  session = message.session === true;
+  if (message.port instanceof MessagePort) message.port.onmessage = onFrame;
+  booting = boot(message).catch((error) => {
+    post({ t: "fatal", message: describe(error) });
+  });
 };

@@ -20,6 +20,8 @@ const sandboxDir = fileURLToPath(new URL("../sandbox/", import.meta.url));
 export const hostPath = join(sandboxDir, "py_host.ts");
 /** `sandbox/py_worker.ts`. */
 export const workerPath = join(sandboxDir, "py_worker.ts");
+/** `sandbox/py_inbox.ts`. */
+export const inboxPath = join(sandboxDir, "py_inbox.ts");
 /** The children's Deno cache, as the executor uses it. */
 export const denoDir = join(cacheDir(), "deno");
 /** Pyodide's package directory; a missing Pyodide fails every test that imports this (none is skipped). */
@@ -29,6 +31,7 @@ export const snapshotPath = await ensurePyodideSnapshot({
   denoPath: Deno.execPath(),
   hostPath,
   workerPath,
+  inboxPath,
   pyodideDir,
   cacheDir: join(cacheDir(), "pyodide"),
   denoDir,
@@ -56,6 +59,7 @@ export async function withPyChild<T>(
       denoPath: Deno.execPath(),
       hostPath,
       workerPath,
+      inboxPath,
       pyodideDir,
       snapshotPath,
       tempRoot,

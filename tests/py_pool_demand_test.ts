@@ -70,7 +70,8 @@ Deno.test("WarmPool without demand keeps its size whatever the callers", async (
 Deno.test("a burst of Python runs grows the pool, idle shrinks it, and no process is left", async () => {
   await withExecutor({
     limits: { maxConcurrent: 3 },
-    python: { warmPool: 1, warmPoolBurst: 1, warmPoolIdleMs: 3_000 },
+    // Long enough for two fresh interpreters to boot side by side on a loaded machine.
+    python: { warmPool: 1, warmPoolBurst: 1, warmPoolIdleMs: 10_000 },
   }, async (executor, tempDir) => {
     const pool = await executor.runtime("python").pool();
     const children = () => sandboxPids(tempDir, ["py_host.ts"]);

@@ -93,6 +93,7 @@ export const ENV_OVERRIDES: ReadonlyArray<[string, string[], EnvParser]> = [
   ["CODE_EXECUTOR_APPROVALS_STATE_KEY", ["approvals", "stateKey"], (raw) => raw],
   ["CODE_EXECUTOR_PYTHON_WARM_POOL", ["python", "warmPool"], toInt],
   ["CODE_EXECUTOR_PYTHON_WARM_POOL_BURST", ["python", "warmPoolBurst"], toInt],
+  ["CODE_EXECUTOR_PYTHON_RUNS_PER_CHILD", ["python", "runsPerChild"], toInt],
   ["CODE_EXECUTOR_SAMPLING_ENABLED", ["sampling", "enabled"], toBool],
   ["CODE_EXECUTOR_MAX_SAMPLING_ROUNDS", ["sampling", "maxRounds"], toInt],
   ["CODE_EXECUTOR_MAX_SAMPLING_TOKENS", ["sampling", "maxTokens"], toInt],

@@ -157,12 +157,21 @@ const PythonSchema = z.object({
   enabled: z.boolean().default(true).meta({
     description: "Whether `run_python` is offered at all.",
   }),
-  warmPool: z.number().int().min(0).max(16).default(2).meta({
-    description: "Pre-started Python children (about 160 MB each); 0 turns the pool off.",
+  warmPool: z.number().int().min(0).max(16).default(1).meta({
+    description:
+      "Python interpreters kept ready for the next run, each in a child of about 170 MB: children started ahead of need, and children kept for the caller they served; 0 turns the pool off.",
   }),
   warmPoolBurst: z.number().int().min(0).max(16).default(2).meta({
     description:
-      "Children the Python pool may keep beyond `python.warmPool` under a burst: each run that finds the pool empty adds one, and refills boot side by side. 0 keeps the pool at `python.warmPool`.",
+      "Interpreters the Python pool may keep beyond `python.warmPool` under a burst: each run that finds none ready adds one, and refills boot side by side. 0 keeps the pool at `python.warmPool`.",
+  }),
+  runsPerChild: z.number().int().min(1).max(10_000).default(100).meta({
+    description:
+      "Runs one Python child serves, one after the other and each in a fresh interpreter, for one caller only, before it is replaced; 1 makes every child single-use. A child is replaced at once after a run that was stopped (time, memory or output limit, cancel) or crashed.",
+  }),
+  childMaxAgeMs: positiveInt.default(900_000).meta({
+    description:
+      "Age after which a Python child takes no further run: it is replaced after the run in progress.",
   }),
   warmPoolIdleMs: positiveInt.default(30_000).meta({
     description:

@@ -13,7 +13,6 @@ import type { SkillLanguage } from "../skills/store.ts";
 import type { RunLimits } from "./child/execution.ts";
 import type { SandboxLocations } from "./child/files.ts";
 import type { ChildReaper } from "./child/reaper.ts";
-import type { PooledChild, WarmPool } from "./child/warm_pool.ts";
 import type { ExecutionResult } from "./result.ts";
 
 /** How long a run may still take, and its cancellation. */
@@ -48,6 +47,16 @@ export interface Lease {
   done(): void;
 }
 
+/** A language's children that are ready for a run, as tests and benchmarks look at them. */
+export interface ChildPool {
+  /** Children (for Python: interpreters) ready for a run now. */
+  readonly idle: number;
+  /** How many it keeps ready now: its size, or more during a burst. */
+  readonly target: number;
+  /** Waits until no child is starting. */
+  settled(): Promise<void>;
+}
+
 /** One language's children, as the executor uses them. */
 export interface LanguageRuntime {
   /** The language it runs. */
@@ -79,11 +88,11 @@ export interface LanguageRuntime {
    */
   prepare(): Promise<string>;
   /**
-   * The warm pool of started children, for tests and benchmarks.
+   * The children ready for a run, for tests and benchmarks.
    *
    * @returns The pool, once the language's start-up has found what its children need.
    */
-  pool(): Promise<WarmPool<PooledChild>>;
+  pool(): Promise<ChildPool>;
   /**
    * The warm pool's size now, for `/metrics`; never starts anything (Python's pool exists once
    * Python has started: zeros before).

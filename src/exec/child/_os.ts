@@ -28,6 +28,28 @@ export async function residentMb(pid: number): Promise<number | undefined> {
 }
 
 /**
+ * Reads the names of a process's threads (Linux), as the kernel reports them (`comm`, at most 15
+ * characters).
+ *
+ * @param pid The process.
+ * @returns The names, or undefined when they cannot be read (gone, or no `/proc`).
+ */
+export async function threadNames(pid: number): Promise<string[] | undefined> {
+  if (!HAS_PROC) return undefined;
+  try {
+    const names: string[] = [];
+    for await (const entry of Deno.readDir(`/proc/${pid}/task`)) {
+      // A thread that ends meanwhile has no name to report.
+      const comm = await Deno.readTextFile(`/proc/${pid}/task/${entry.name}/comm`).catch(() => "");
+      if (comm) names.push(comm.trimEnd());
+    }
+    return names;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * Lowers the priority of the threads of a process whose name starts with `namePrefix` (Linux);
  * best effort, since the process or a thread may already be gone.
  *

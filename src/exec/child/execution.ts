@@ -154,6 +154,8 @@ export class Execution {
   #result: Reported | undefined;
   /** The return value's JSON when it is kept rather than shown. */
   #keptValue: { text: string; bytes: number } | undefined;
+  /** Set once the run is over: a reply that comes later is not sent into a child's next run. */
+  #over = false;
   /** Images the code displayed, in order; a kept one has its bytes reserved. */
   #images: Array<{ image: CheckedImage; kept: boolean }> = [];
 
@@ -188,6 +190,7 @@ export class Execution {
       await this.#readFrames();
       await this.#windDown(marked);
     } finally {
+      this.#over = true;
       release();
       this.#channel.captureStderr(undefined);
     }
@@ -333,7 +336,9 @@ export class Execution {
       new CodeExecutorError("ToolCallError", "No MCP servers are available to this execution")
         .toReply(),
     );
-    reply.then((body) => this.#channel.send({ t: "reply", id, ...body })).catch(() => {
+    reply.then((body) => {
+      if (!this.#over) return this.#channel.send({ t: "reply", id, ...body });
+    }).catch(() => {
       // The child is gone; its run is already being reported.
     }).finally(() => {
       pending.requests--;

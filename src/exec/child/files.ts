@@ -21,6 +21,7 @@ import { CHILD_DIR_PREFIX } from "./process.ts";
 import tsRunner from "../../../sandbox/ts_runner.ts" with { type: "text" };
 import pyHost from "../../../sandbox/py_host.ts" with { type: "text" };
 import pyWorker from "../../../sandbox/py_worker.ts" with { type: "text" };
+import pyInbox from "../../../sandbox/py_inbox.ts" with { type: "text" };
 import pyFiles from "../../../sandbox/py_files.ts" with { type: "text" };
 import pyPrelude from "../../../sandbox/py_prelude.py" with { type: "text" };
 
@@ -28,6 +29,7 @@ const SANDBOX_TEXT: Readonly<Record<string, string>> = {
   "ts_runner.ts": tsRunner,
   "py_host.ts": pyHost,
   "py_worker.ts": pyWorker,
+  "py_inbox.ts": pyInbox,
   "py_files.ts": pyFiles,
   "py_prelude.py": pyPrelude,
 };

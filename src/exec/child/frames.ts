@@ -26,11 +26,15 @@ export class FrameError extends Error {
 /**
  * Reads nonce-prefixed JSON lines from a child's stdout.
  *
+ * Lines carry the nonce the reader was made with, or the one given to
+ * {@linkcode FrameReader.accept} (a Python child's: its controller writes with the first, the
+ * Worker of the current run with the second); {@linkcode FrameReader.lastControl} tells which.
  * Calls to {@linkcode FrameReader.next} are served in order, one at a time.
  */
 export class FrameReader {
   #reader: ReadableStreamDefaultReader<Uint8Array>;
   #prefix: Uint8Array;
+  #second: Uint8Array | undefined;
   #maxBytes: number;
   #chunks: Uint8Array[] = [];
   #buffered = 0;
@@ -38,6 +42,8 @@ export class FrameReader {
   #done = false;
   /** Size in bytes of the last frame returned, for callers that account for what they hold. */
   lastBytes = 0;
+  /** Whether the last frame returned carried the reader's own nonce, not the accepted one. */
+  lastControl = true;
 
   /**
    * Takes the reader of a child's stdout; the stream stays locked to this reader.
@@ -61,6 +67,15 @@ export class FrameReader {
     const result = this.#queue.then(() => this.#readFrame());
     this.#queue = result.catch(() => {});
     return result;
+  }
+
+  /**
+   * Accepts lines with a second nonce from now on, in place of the one accepted before.
+   *
+   * @param nonce The nonce, or undefined for the reader's own only.
+   */
+  accept(nonce: string | undefined): void {
+    this.#second = nonce === undefined ? undefined : new TextEncoder().encode(nonce + " ");
   }
 
   /** Stops reading and releases the stream. */
@@ -122,14 +137,19 @@ export class FrameReader {
   }
 
   #parse(line: Uint8Array): Frame {
-    const prefix = this.#prefix;
-    if (line.length < prefix.length || prefix.some((byte, i) => line[i] !== byte)) {
+    const starts = (prefix: Uint8Array | undefined) =>
+      prefix !== undefined && line.length >= prefix.length &&
+      prefix.every((byte, i) => line[i] === byte);
+    const control = starts(this.#prefix);
+    const prefix = control ? this.#prefix : this.#second;
+    if (!control && !starts(prefix)) {
       throw new FrameError("The sandbox wrote raw bytes to its frame channel");
     }
+    this.lastControl = control;
     let value: unknown;
     try {
       value = JSON.parse(
-        new TextDecoder("utf-8", { fatal: true }).decode(line.subarray(prefix.length)),
+        new TextDecoder("utf-8", { fatal: true }).decode(line.subarray(prefix!.length)),
       );
     } catch {
       throw new FrameError("The sandbox sent a frame that is not valid JSON");

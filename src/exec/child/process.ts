@@ -255,6 +255,21 @@ export class SandboxProcess implements RunChannel {
   }
 
   /**
+   * Accepts frames with a second nonce from now on (a Python child's: the one its current
+   * Worker writes with), in place of the one accepted before.
+   *
+   * @param nonce The nonce, or undefined for the process's own only.
+   */
+  acceptFrames(nonce: string | undefined): void {
+    this.#frames.accept(nonce);
+  }
+
+  /** Whether the last frame read carried the process's own nonce (written by trusted code). */
+  get lastFrameControl(): boolean {
+    return this.#frames.lastControl;
+  }
+
+  /**
    * Sends the process's stderr to `capture` (a run's), or to the debug log when undefined.
    *
    * @param capture Where stderr goes during a run.

@@ -15,6 +15,22 @@ export interface PooledChild {
 
 const RETRY_AFTER_FAILURE_MS = 5_000;
 
+/**
+ * Children ready for a run that are kept outside the pool and count toward its target (Python
+ * children kept for their caller's next run, each with a fresh interpreter).
+ */
+export interface PoolOutside {
+  /** How many are ready, or will be soon (in a run, or readying for the next). */
+  ready(): number;
+  /**
+   * Disposes of ready ones until at most `keep` are left in any state, the longest idle first:
+   * the pool's target went down.
+   *
+   * @param keep How many may stay.
+   */
+  trim(keep: number): void;
+}
+
 /** How a pool follows demand: it grows under a burst and shrinks back when idle. */
 export interface PoolDemand {
   /** Children the pool may keep beyond its size while runs find it empty; 0: it never grows. */
@@ -48,6 +64,7 @@ export class WarmPool<T extends PooledChild> {
   #retiring = new Set<Promise<void>>();
   #generation = 0;
   #waiting = 0;
+  #outside: PoolOutside | undefined;
 
   /**
    * Creates an empty pool; children are started by {@linkcode WarmPool.fill}, not here.
@@ -56,18 +73,31 @@ export class WarmPool<T extends PooledChild> {
    * @param spawn Starts one child.
    * @param log Where spawn failures are reported.
    * @param demand Growth under a burst and shrinking when idle; a fixed size without it.
+   * @param outside Children kept ready elsewhere that count toward the target.
    */
-  constructor(size: number, spawn: () => Promise<T>, log: Logger, demand?: PoolDemand) {
+  constructor(
+    size: number,
+    spawn: () => Promise<T>,
+    log: Logger,
+    demand?: PoolDemand,
+    outside?: PoolOutside,
+  ) {
     this.#size = size;
     this.#target = size;
     this.#demand = size > 0 && demand && demand.burst > 0 ? demand : undefined;
     this.#spawn = spawn;
     this.#log = log;
+    this.#outside = outside;
   }
 
   /** Number of idle children right now. */
   get idle(): number {
     return this.#idle.length;
+  }
+
+  /** Number of children being started right now. */
+  get starting(): number {
+    return this.#spawning;
   }
 
   /** How many children the pool keeps now: its size, or more during a burst. */
@@ -98,13 +128,16 @@ export class WarmPool<T extends PooledChild> {
     this.#idleTimer = undefined;
   }
 
-  /** Back to `size`: idle children beyond it are disposed, oldest first. */
+  /** Back to `size`: idle children beyond it are disposed, oldest first, then those outside. */
   #shrink(): void {
     this.#idleTimer = undefined;
     this.#target = this.#size;
-    const extra = this.#idle.length - this.#size;
-    if (extra <= 0) return;
-    for (const child of this.#idle.splice(0, extra)) this.#retire(child);
+    const outside = this.#outside?.ready() ?? 0;
+    const extra = Math.min(this.#idle.length, this.#idle.length + outside - this.#size);
+    if (extra > 0) {
+      for (const child of this.#idle.splice(0, extra)) this.#retire(child);
+    }
+    this.#outside?.trim(Math.max(0, this.#size - this.#idle.length));
   }
 
   #retire(child: T): void {
@@ -132,8 +165,17 @@ export class WarmPool<T extends PooledChild> {
   }
 
   /**
-   * Tells the pool that a run which called {@linkcode WarmPool.takeOrWait} is over (whether it
-   * got a child or not): when none is left, the countdown to the shrink starts.
+   * Tells the pool that a run got a child from outside it ({@linkcode PoolOutside}): like a take,
+   * it stops the countdown to the shrink until {@linkcode WarmPool.returned}.
+   */
+  served(): void {
+    if (this.#demand) this.#follow(false);
+  }
+
+  /**
+   * Tells the pool that a run which called {@linkcode WarmPool.takeOrWait} or
+   * {@linkcode WarmPool.served} is over (whether it got a child or not): when none is left, the
+   * countdown to the shrink starts.
    */
   returned(): void {
     if (!this.#demand) return;
@@ -169,7 +211,7 @@ export class WarmPool<T extends PooledChild> {
   /** Starts children in the background until the pool is full. */
   fill(): void {
     if (this.#closed || Date.now() - this.#failedAt < RETRY_AFTER_FAILURE_MS) return;
-    while (this.#idle.length + this.#spawning < this.#target) {
+    while (this.#idle.length + this.#spawning + (this.#outside?.ready() ?? 0) < this.#target) {
       this.#spawning++;
       const generation = this.#generation;
       const job = this.#spawn().then(

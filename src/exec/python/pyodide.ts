@@ -136,6 +136,8 @@ export interface SnapshotOptions {
   hostPath: string;
   /** Path of `sandbox/py_worker.ts`; its text is part of the snapshot's key. */
   workerPath: string;
+  /** Path of `sandbox/py_inbox.ts`, which reads the builder's `init` frame. */
+  inboxPath: string;
   /** The Pyodide package directory, from {@linkcode findPyodideDir}. */
   pyodideDir: string;
   /** Directory the snapshot is written to; the builder may write nothing else. */
@@ -201,13 +203,14 @@ export async function buildPyodideSnapshot(options: SnapshotOptions): Promise<Sn
   await Deno.mkdir(options.cacheDir, { recursive: true });
   const path = await snapshotPath(options);
   const nonce = crypto.randomUUID();
-  const read = [options.pyodideDir, options.workerPath, options.cacheDir];
+  const read = [options.pyodideDir, options.workerPath, options.inboxPath, options.cacheDir];
   const { command, args } = dieWithParent(options.denoPath, [
     ...SANDBOX_RUN_FLAGS,
     "--unstable-worker-options",
     `--allow-read=${read.join(",")}`,
     `--allow-write=${options.cacheDir}`,
     options.hostPath,
+    options.inboxPath,
   ]);
   const process = new Deno.Command(command, {
     args,

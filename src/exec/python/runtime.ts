@@ -1,7 +1,7 @@
 /**
  * Python's runtime: Pyodide located, its memory snapshot built once, the admin's wheels read, the
- * warm pool of Python children that boot from them, and the named sessions. A run leases a warm
- * child, one booted for it, or its session's.
+ * pool of Python children that boot from them, and the named sessions. A run leases a child of
+ * its principal's with a fresh interpreter, a warm one, one booted for it, or its session's.
  *
  * @module
  */
@@ -10,7 +10,6 @@ import { cancelled, CodeExecutorError, timedOut } from "../../errors.ts";
 import { principalShare } from "../../principals.ts";
 import { sealChildDenoDir } from "../child/deno_dir.ts";
 import { sandboxFile } from "../child/files.ts";
-import { WarmPool } from "../child/warm_pool.ts";
 import {
   checkPreparedRun,
   type Deadline,
@@ -21,6 +20,7 @@ import {
   type RuntimeContext,
 } from "../runtime.ts";
 import { PyChild, type PyChildOptions } from "./child.ts";
+import { PyPool } from "./pool.ts";
 import { ensurePyodideSnapshot, findPyodideDir } from "./pyodide.ts";
 import { SessionStore } from "./sessions.ts";
 import { readWheels, wheelDirsSignature, WheelWatch } from "./wheels.ts";
@@ -33,8 +33,8 @@ interface PythonStart {
    * {@linkcode PythonStart.refreshWheels} finds that `python.wheelDirs` changed.
    */
   readonly base: Omit<PyChildOptions, "session">;
-  /** Single-use children booted ahead of need. */
-  pool: WarmPool<PyChild>;
+  /** Children ready for a run: booted ahead of need, or kept for the principal they served. */
+  pool: PyPool;
   /**
    * Picks up wheels that changed in `python.wheelDirs` since they were read (`code-executor
    * sync` regenerates its wrapper wheels there): when the files' names, sizes or times differ, it
@@ -62,6 +62,7 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
   const sandboxDir = join(locations.cacheDir, "sandbox");
   const hostPath = await sandboxFile("py_host.ts", sandboxDir);
   const workerPath = await sandboxFile("py_worker.ts", sandboxDir);
+  const inboxPath = await sandboxFile("py_inbox.ts", sandboxDir);
   const filesPath = await sandboxFile("py_files.ts", sandboxDir);
   const pyodideDir = await findPyodideDir();
   // Taken before the read: a wheel rewritten meanwhile is then read again at the next check.
@@ -73,6 +74,7 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
     denoPath: locations.denoPath,
     hostPath,
     workerPath,
+    inboxPath,
     pyodideDir,
     cacheDir: snapshotDir(context),
     denoDir: locations.denoDir,
@@ -92,12 +94,15 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
     denoPath: locations.denoPath,
     hostPath,
     workerPath,
+    inboxPath,
     filesPath,
     pyodideDir,
     snapshotPath,
     tempRoot: locations.tempRoot,
     denoDir: locations.denoDir,
     memoryMb: python.memoryMb,
+    maxRuns: python.runsPerChild,
+    maxAgeMs: python.childMaxAgeMs,
     allowedImports: python.allowedImports,
     // Every child unpacks the packages too: the snapshot holds their modules, not their files.
     wheels: [...packages, ...wheels],
@@ -116,9 +121,9 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
   // row). Refills boot side by side: under a burst, that keeps every CPU busy.
   let serial = python.warmPool;
   let booting: Promise<unknown> = Promise.resolve();
-  const pool = new WarmPool(
-    python.warmPool,
-    () => {
+  const pool = new PyPool({
+    size: python.warmPool,
+    spawn: () => {
       if (serial-- <= 0) return boot();
       const next = booting.then(() => {
         if (closing.aborted) throw new Error("The server is shutting down");
@@ -127,9 +132,10 @@ async function startPython(context: RuntimeContext): Promise<PythonStart> {
       booting = next.catch(() => {});
       return next;
     },
+    demand: { burst: python.warmPoolBurst, idleMs: python.warmPoolIdleMs },
+    reaper: context.reaper,
     log,
-    { burst: python.warmPoolBurst, idleMs: python.warmPoolIdleMs },
-  );
+  });
   const watch = new WheelWatch({
     dirs: python.wheelDirs,
     signature,
@@ -198,23 +204,25 @@ function pythonWithin(
 }
 
 /**
- * Takes a warm child from the pool, waiting for one that is booting when the pool is empty (after
- * start-up, during refills): a head start rather than booting one more on the same CPUs.
+ * Takes a ready child for the principal: one kept for it, a warm one, or one that is booting
+ * (after start-up, during refills), rather than booting one more on the same CPUs.
  *
- * @param pool The Python warm pool.
+ * @param pool The Python pool.
+ * @param principal Who runs.
  * @param deadline The run's time and cancellation.
- * @returns A warm child, or undefined when none is coming (the caller spawns one).
+ * @returns A ready child, or undefined when none is coming (the caller spawns one).
  * @throws {CodeExecutorError} `Cancelled` on cancel, `TimeoutError` at the deadline.
  */
 async function takePooledChild(
-  pool: WarmPool<PyChild>,
+  pool: PyPool,
+  principal: string,
   deadline: Deadline,
 ): Promise<PyChild | undefined> {
   const expired = new AbortController();
   const timer = setTimeout(() => expired.abort(), deadline.timeoutMs);
   let pooled: PyChild | undefined;
   try {
-    pooled = await pool.takeOrWait(AbortSignal.any([deadline.signal, expired.signal]));
+    pooled = await pool.lease(principal, AbortSignal.any([deadline.signal, expired.signal]));
   } finally {
     clearTimeout(timer);
   }
@@ -236,8 +244,8 @@ export class PythonRuntime implements LanguageRuntime {
   readonly language = "python";
   #context: RuntimeContext;
   #started: Promise<PythonStart> | undefined;
-  /** The warm pool, once Python has started. */
-  #pool: WarmPool<PyChild> | undefined;
+  /** The pool, once Python has started. */
+  #pool: PyPool | undefined;
   #sessions: SessionStore<PyChild>;
   /** The file grants each session's child was started with ({@linkcode grantsKey}). */
   #sessionGrants = new WeakMap<PyChild, string>();
@@ -329,22 +337,25 @@ export class PythonRuntime implements LanguageRuntime {
     }
     let child: PyChild;
     try {
-      child = files
-        ? await PyChild.spawn({ ...python.base, files })
-        : await takePooledChild(python.pool, deadline) ?? await PyChild.spawn(python.base);
+      if (files) child = await PyChild.spawn({ ...python.base, files });
+      else {
+        const pooled = await takePooledChild(python.pool, principal, deadline);
+        if (pooled) child = pooled;
+        else {
+          child = await PyChild.spawn(python.base);
+          python.pool.adopt(child, principal);
+        }
+      }
     } catch (error) {
       if (!files) python.pool.returned();
       throw error;
     }
-    const reaper = this.#context.reaper;
-    reaper.track(child);
+    this.#context.reaper.track(child);
     return {
       run: (limits) => child.run(code, { ...limits, graceMs, args }),
-      done: () => {
-        if (files) return reaper.retire(child, () => {});
-        python.pool.returned();
-        reaper.retire(child, () => python.pool.fill());
-      },
+      // A child started with the run's file grants may read them: it serves that run alone. Any
+      // other boots its next interpreter for this principal, or is disposed of.
+      done: () => files ? this.#context.reaper.retire(child, () => {}) : python.pool.release(child),
     };
   }
 
@@ -400,19 +411,19 @@ export class PythonRuntime implements LanguageRuntime {
   }
 
   /**
-   * The warm pool, once Pyodide is located.
+   * The pool of ready children, once Pyodide is located.
    *
    * @returns The pool.
    */
-  async pool(): Promise<WarmPool<PyChild>> {
+  async pool(): Promise<PyPool> {
     return (await this.#start()).pool;
   }
 
   /**
-   * The warm pool's size now, without starting Python.
+   * The pool's size now, without starting Python.
    *
-   * @returns Children ready for a run, and how many the pool keeps now; zeros before Python has
-   *   started.
+   * @returns Interpreters ready for a run (in warm children and in children kept for their
+   *   principal), and how many the pool keeps now; zeros before Python has started.
    */
   warmChildren(): { ready: number; target: number } {
     return { ready: this.#pool?.idle ?? 0, target: this.#pool?.target ?? 0 };
