@@ -34,13 +34,15 @@ export function denoDir(): string {
  * @param home The private HOME.
  * @param options `sharedCache`: keep the caller's XDG_CACHE_HOME (the sandboxes' Deno cache and
  *   the Pyodide snapshot) rather than a fresh one under `home`.
- * @returns PATH, HOME, DENO_DIR, XDG_CACHE_HOME and NO_COLOR.
+ * @returns PATH, HOME, DENO_DIR, XDG_CACHE_HOME and NO_COLOR, and the caller's CAs and proxy
+ *   ({@linkcode networkEnv}: on a fresh machine the process may have npm packages to fetch).
  */
 export function homeEnv(
   home: string,
   options: { sharedCache?: boolean } = {},
 ): Record<string, string> {
   return {
+    ...networkEnv(),
     PATH: Deno.env.get("PATH") ?? "",
     HOME: home,
     DENO_DIR: denoDir(),
@@ -68,9 +70,6 @@ export interface ServerEnvOptions {
 export function serverEnv(tempDir: string, options: ServerEnvOptions = {}): Record<string, string> {
   const home = options.home ?? Deno.env.get("HOME") ?? tempDir;
   return {
-    // A server with sandbox.npmPackages fetches them at start, through the caller's CAs and proxy
-    // (on a fresh machine its cache is empty).
-    ...networkEnv(),
     ...homeEnv(home, { sharedCache: options.home === undefined || options.sharedCache }),
     TMPDIR: tempDir,
     // Tests that count sandbox children or their directories expect TypeScript ones only, and a

@@ -212,7 +212,16 @@ Deno.test("the package published to a JSR registry runs from `deno run jsr:` and
           .test(file)
       );
       assertEquals(stray, [], "files outside what runs");
-      for (const file of ["ts_runner.ts", "py_host.ts", "py_worker.ts", "py_prelude.py"]) {
+      for (
+        const file of [
+          "ts_runner.ts",
+          "py_host.ts",
+          "py_worker.ts",
+          "py_inbox.ts",
+          "py_files.ts",
+          "py_prelude.py",
+        ]
+      ) {
         assert(files.includes(`/sandbox/${file}`), `sandbox/${file} is published`);
       }
     });
@@ -245,7 +254,13 @@ Deno.test("the package published to a JSR registry runs from `deno run jsr:` and
       ) {
         written.push(entry.name.replace(/^[0-9a-f]{16}-/, ""));
       }
-      assertEquals(written.sort(), ["py_host.ts", "py_worker.ts", "ts_runner.ts"]);
+      assertEquals(written.sort(), [
+        "py_files.ts",
+        "py_host.ts",
+        "py_inbox.ts",
+        "py_worker.ts",
+        "ts_runner.ts",
+      ]);
     });
 
     await t.step("setup --dry-run from deno run jsr:… plans a deno run jsr:… entry", async () => {
