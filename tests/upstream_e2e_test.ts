@@ -106,9 +106,16 @@ Deno.test("run_typescript calls real upstream MCP servers over stdio, Streamable
   const memoryFile = join(home, "memory.jsonl");
   const fixturePid = join(home, "fixture.pid");
   const victimPid = join(home, "victim.pid");
-  const http = await startLoopbackEverything("streamableHttp", loopbackHome);
+  // A server that does not start leaves no temp directory behind either.
+  const http = await startLoopbackEverything("streamableHttp", loopbackHome).catch(
+    async (error) => {
+      await Deno.remove(home, { recursive: true });
+      throw error;
+    },
+  );
   const sse = await startLoopbackEverything("sse", loopbackHome).catch(async (error) => {
     await http.close();
+    await Deno.remove(home, { recursive: true });
     throw error;
   });
   try {
@@ -543,7 +550,10 @@ Deno.test("a Streamable HTTP upstream that restarts is reconnected to with a new
   const home = await Deno.makeTempDir({ prefix: "ce-upstream-home-" });
   const loopbackHome = join(home, "loopback");
   await Deno.mkdir(loopbackHome);
-  let http = await startLoopbackEverything("streamableHttp", loopbackHome);
+  let http = await startLoopbackEverything("streamableHttp", loopbackHome).catch(async (error) => {
+    await Deno.remove(home, { recursive: true });
+    throw error;
+  });
   try {
     const port = Number(new URL(http.url).port);
     const server = await startServer({
