@@ -9,7 +9,7 @@
  * @module
  */
 import { builtinModules } from "node:module";
-import { isAbsolute, join, relative, resolve } from "node:path";
+import { isAbsolute, join, relative, resolve, sep as SEP } from "node:path";
 import { fileURLToPath } from "node:url";
 import { CodeExecutorError } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
@@ -215,7 +215,7 @@ function filePath(specifier: string): string | undefined {
     const path = specifier.startsWith("/") ? specifier : fileURLToPath(specifier);
     const resolved = resolve(path);
     try {
-      // A symlink is judged by where it leads, as Deno's permission check does.
+      // A symlink is judged by where it leads; Deno's own check at the import still decides.
       return Deno.realPathSync(resolved);
     } catch {
       return resolved;
@@ -228,7 +228,7 @@ function filePath(specifier: string): string | undefined {
 /** Whether `path` is `dir` or inside it. */
 function isWithin(path: string, dir: string): boolean {
   const rel = relative(dir, path);
-  return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
+  return rel === "" || (rel !== ".." && !rel.startsWith(`..${SEP}`) && !isAbsolute(rel));
 }
 
 /** The line (1-based) of a module reference. */
