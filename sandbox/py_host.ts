@@ -128,18 +128,7 @@ function startInbox(): { inbox: Worker; init: Promise<Record<string, unknown> | 
   const inbox = new Worker(new URL(`file://${inboxPath}`).href, {
     type: "module",
     name: "inbox",
-    deno: {
-      permissions: {
-        read: [inboxPath],
-        write: false,
-        net: false,
-        env: false,
-        run: false,
-        ffi: false,
-        sys: false,
-        import: false,
-      },
-    },
+    deno: { permissions: readOnly([inboxPath]) },
   } as WorkerOptions);
   const init = new Promise<Record<string, unknown> | undefined>((resolve) => {
     inbox.onmessage = (event: MessageEvent) => {
@@ -212,22 +201,15 @@ async function main(): Promise<void> {
       type: "module",
       name: "python",
       deno: {
-        permissions: {
-          // With files, the process may read its own paths and the run's grants, less what the
-          // host denied under them, which only inheriting keeps (a list cannot hold a deny).
-          read: files
+        // With files, the process may read its own paths and the run's grants, less what the
+        // host denied under them, which only inheriting keeps (a list cannot hold a deny).
+        permissions: readOnly(
+          files
             ? "inherit"
             : snapshotPath
             ? [indexDir, workerPath, snapshotPath]
             : [indexDir, workerPath],
-          write: false,
-          net: false,
-          env: false,
-          run: false,
-          ffi: false,
-          sys: false,
-          import: false,
-        },
+        ),
       },
     } as WorkerOptions);
     worker = next;
@@ -318,3 +300,17 @@ async function main(): Promise<void> {
 }
 
 main();
+
+/** A Worker's permissions: to read what is named (or what the child may), and nothing else. */
+function readOnly(read: string[] | "inherit"): Record<string, unknown> {
+  return {
+    read,
+    write: false,
+    net: false,
+    env: false,
+    run: false,
+    ffi: false,
+    sys: false,
+    import: false,
+  };
+}
