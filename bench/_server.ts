@@ -8,6 +8,7 @@
 import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { join } from "node:path";
+import { ROOT } from "../tests/_env.ts";
 import { processTree, reap } from "./_machine.ts";
 import { log } from "./_report.ts";
 import { repeat, type Stats, stats } from "./_stats.ts";
@@ -86,6 +87,71 @@ export async function connectStdio(
     throw new Error(`The stdio transport of ${name} has no process`);
   }
   return { client, pid, spawnedAt, connectedAt, stderr: () => tail, close };
+}
+
+/** How {@linkcode connectCodeExecutor} starts the server. */
+export interface CodeExecutorLaunch {
+  /** The server's environment. */
+  env: Record<string, string>;
+  /** An MCP config file, passed as `--config`: the upstream servers; none when omitted. */
+  mcpConfig?: string;
+  /** The checkout whose `main.ts serve` runs: this one when omitted (another for a baseline). */
+  root?: string;
+}
+
+/**
+ * Starts a checkout's server, `deno run -A main.ts serve`, and connects an SDK v2 client to it.
+ *
+ * @param name What progress lines and errors call it.
+ * @param launch Its environment, MCP config and checkout.
+ * @param options stderr kept, connect options, clean-up.
+ * @returns The connection.
+ * @throws {Error} When the client cannot connect; the error carries the server's stderr.
+ */
+export function connectCodeExecutor(
+  name: string,
+  launch: CodeExecutorLaunch,
+  options: ConnectStdioOptions = {},
+): Promise<StdioServer> {
+  const config = launch.mcpConfig === undefined ? [] : ["--config", launch.mcpConfig];
+  return connectStdio(name, {
+    command: Deno.execPath(),
+    args: ["run", "-A", "main.ts", "serve", ...config],
+    env: launch.env,
+    cwd: launch.root ?? ROOT,
+  }, options);
+}
+
+/**
+ * Starts this checkout's server in a temporary directory of its own, which its close removes.
+ *
+ * @param name What progress lines and errors call it.
+ * @param prefix The temporary directory's name prefix.
+ * @param env The server's environment, given the directory (its TMPDIR, settings, …).
+ * @returns The connection; `close()` also removes the directory.
+ * @throws {Error} When the client cannot connect (the directory is removed first).
+ */
+export async function connectInTempDir(
+  name: string,
+  prefix: string,
+  env: (tempDir: string) => Promise<Record<string, string>>,
+): Promise<StdioServer> {
+  const tempDir = await Deno.makeTempDir({ prefix });
+  const remove = () => Deno.remove(tempDir, { recursive: true }).catch(() => {});
+  let server: StdioServer;
+  try {
+    server = await connectCodeExecutor(name, { env: await env(tempDir) });
+  } catch (error) {
+    await remove();
+    throw error;
+  }
+  return {
+    ...server,
+    close: async () => {
+      await server.close();
+      await remove();
+    },
+  };
 }
 
 /** What an MCP call cost. */

@@ -25,10 +25,10 @@ import { join } from "node:path";
 import { cacheDir } from "../src/config/paths.ts";
 import { NpmPackages } from "../src/exec/typescript/npm_packages.ts";
 import { createLogger } from "../src/log.ts";
-import { ROOT, serverEnv } from "../tests/_env.ts";
+import { serverEnv } from "../tests/_env.ts";
 import { loadAverage, type MachineReport, machineReport, machineText } from "./_machine.ts";
 import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
-import { connectStdio, type StdioServer, timedRun } from "./_server.ts";
+import { connectInTempDir, type StdioServer, timedRun } from "./_server.ts";
 import { repeat, runPaired, sleep, type Stats, stats } from "./_stats.ts";
 
 const PACKAGES = ["csv-parse@7.0.3", "date-fns@4.4.0", "fast-png@8.0.0"];
@@ -60,27 +60,13 @@ interface Report {
   pngBytes: number;
 }
 
-async function startServer(name: string, packages: string[]): Promise<StdioServer> {
-  const tempDir = await Deno.makeTempDir({ prefix: `ce-bench-lib-${name}-` });
-  const env = {
-    ...serverEnv(tempDir),
-    CODE_EXECUTOR_WARM_POOL: "2",
-    ...(packages.length ? { CODE_EXECUTOR_NPM_PACKAGES: packages.join(" ") } : {}),
-  };
-  const server = await connectStdio(name, {
-    command: Deno.execPath(),
-    args: ["run", "-A", "main.ts", "serve"],
-    env,
-    cwd: ROOT,
-  });
-  const close = server.close;
-  return {
-    ...server,
-    close: async () => {
-      await close();
-      await Deno.remove(tempDir, { recursive: true }).catch(() => {});
-    },
-  };
+function startServer(name: string, packages: string[]): Promise<StdioServer> {
+  return connectInTempDir(name, `ce-bench-lib-${name}-`, (tempDir) =>
+    Promise.resolve({
+      ...serverEnv(tempDir),
+      CODE_EXECUTOR_WARM_POOL: "2",
+      ...(packages.length ? { CODE_EXECUTOR_NPM_PACKAGES: packages.join(" ") } : {}),
+    }));
 }
 
 async function main(args: string[]): Promise<void> {

@@ -23,7 +23,7 @@ import { buildWheel, wheelFileName } from "../src/codegen/wheel.ts";
 import { ROOT, serverEnv, writeSettings } from "../tests/_env.ts";
 import { loadAverage, type MachineReport, machineReport, machineText } from "./_machine.ts";
 import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
-import { connectStdio, type StdioServer, timedRun } from "./_server.ts";
+import { connectInTempDir, type StdioServer, timedRun } from "./_server.ts";
 import { runPaired, sleep, type Stats, stats } from "./_stats.ts";
 
 const ARMS = ["plain", "imported", "plainDirs", "importedDirs"] as const;
@@ -53,27 +53,12 @@ async function fixtureWheel(): Promise<Uint8Array> {
   return buildWheel(files, { distribution: "visitstats", version: "1.0.0" });
 }
 
-async function startServer(name: string, python: Record<string, unknown>): Promise<StdioServer> {
-  const tempDir = await Deno.makeTempDir({ prefix: `ce-bench-pypkg-${name}-` });
-  const env = {
+function startServer(name: string, python: Record<string, unknown>): Promise<StdioServer> {
+  return connectInTempDir(name, `ce-bench-pypkg-${name}-`, async (tempDir) => ({
     ...serverEnv(tempDir),
     CODE_EXECUTOR_PYTHON_WARM_POOL: "2",
     CODE_EXECUTOR_CONFIG: await writeSettings(tempDir, { python }),
-  };
-  const server = await connectStdio(name, {
-    command: Deno.execPath(),
-    args: ["run", "-A", "main.ts", "serve"],
-    env,
-    cwd: ROOT,
-  });
-  const close = server.close;
-  return {
-    ...server,
-    close: async () => {
-      await close();
-      await Deno.remove(tempDir, { recursive: true }).catch(() => {});
-    },
-  };
+  }));
 }
 
 async function main(args: string[]): Promise<void> {
