@@ -10,8 +10,8 @@ import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { join } from "node:path";
 import { ROOT } from "../tests/_env.ts";
 import { processTree, reap } from "./_machine.ts";
-import { log } from "./_report.ts";
-import { repeat, type Stats, stats } from "./_stats.ts";
+import { log, row } from "./_report.ts";
+import { repeat, runPaired, sleep, type Stats, stats } from "./_stats.ts";
 
 export interface StdioServer {
   /** The connected client. */
@@ -198,6 +198,86 @@ export async function timedRun(
     );
   }
   return { latencyMs, serverMs: outcome.durationMs ?? NaN };
+}
+
+/** One arm's timed runs: the client's latency and the server's own `durationMs`. */
+export interface ArmStats {
+  /** `client.callTool()` wall time. */
+  latency: Stats;
+  /** The server's `durationMs`. */
+  server: Stats;
+}
+
+/** Options for {@linkcode pairedTimedRuns}. */
+export interface PairedTimedRunsOptions<A extends string> {
+  /** The arms compared. */
+  arms: readonly A[];
+  /** Measured rounds. */
+  rounds: number;
+  /** Rounds before them, not counted. */
+  warmup: number;
+  /** The pause before each run, so that a warm pool has refilled. */
+  pauseMs: number;
+  /** One timed run of an arm ({@linkcode timedRun}). */
+  run: (arm: A) => Promise<CallTiming>;
+}
+
+/**
+ * Times runs of every arm in interleaved rounds (`runPaired`), a pause before each, with a
+ * progress line a round.
+ *
+ * @param options The arms, rounds, pause and how to time one run.
+ * @returns Each arm's latency and server time.
+ */
+export async function pairedTimedRuns<A extends string>(
+  options: PairedTimedRunsOptions<A>,
+): Promise<Record<A, ArmStats>> {
+  const { arms, rounds } = options;
+  const samples = await runPaired({
+    arms,
+    rounds,
+    warmup: options.warmup,
+    sample: async (arm) => {
+      await sleep(options.pauseMs);
+      return await options.run(arm);
+    },
+    onRound: (round, taken) =>
+      log(
+        `round ${round + 1}/${rounds}: ${
+          arms.map((arm) => `${arm} ${taken[arm].latencyMs.toFixed(1)} ms`).join(", ")
+        }`,
+      ),
+  });
+  return Object.fromEntries(arms.map((arm) => [arm, {
+    latency: stats(samples[arm].map((s) => s.latencyMs)),
+    server: stats(samples[arm].map((s) => s.serverMs)),
+  }])) as Record<A, ArmStats>;
+}
+
+/**
+ * The markdown table of {@linkcode pairedTimedRuns}: each arm's medians and p95s.
+ *
+ * @param arms The arms, in the table's order.
+ * @param timed Their stats.
+ * @returns The table's lines.
+ */
+export function armRows<A extends string>(
+  arms: readonly A[],
+  timed: Record<A, ArmStats>,
+): string[] {
+  return [
+    row(["arm", "latency median ms", "p95", "server durationMs median", "p95"]),
+    row(["---", "---", "---", "---", "---"]),
+    ...arms.map((arm) =>
+      row([
+        arm,
+        timed[arm].latency.medianMs,
+        timed[arm].latency.p95Ms,
+        timed[arm].server.medianMs,
+        timed[arm].server.p95Ms,
+      ])
+    ),
+  ];
 }
 
 /** Above the default limits.maxTimeoutMs, so that a call asking for it is refused at once. */

@@ -27,9 +27,16 @@ import { NpmPackages } from "../src/exec/typescript/npm_packages.ts";
 import { createLogger } from "../src/log.ts";
 import { serverEnv } from "../tests/_env.ts";
 import { loadAverage, type MachineReport, machineReport, machineText } from "./_machine.ts";
-import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
-import { connectInTempDir, type StdioServer, timedRun } from "./_server.ts";
-import { repeat, runPaired, sleep, type Stats, stats } from "./_stats.ts";
+import { parseBenchArgs, printReport, runBench } from "./_report.ts";
+import {
+  armRows,
+  type ArmStats,
+  connectInTempDir,
+  pairedTimedRuns,
+  type StdioServer,
+  timedRun,
+} from "./_server.ts";
+import { repeat, sleep, type Stats, stats } from "./_stats.ts";
 
 const PACKAGES = ["csv-parse@7.0.3", "date-fns@4.4.0", "fast-png@8.0.0"];
 const ARMS = ["plain", "packages", "csv", "dateIndex", "dateSubpath", "display"] as const;
@@ -56,7 +63,7 @@ interface Report {
   rounds: number;
   startMs: { plain: number; packages: number };
   ensureCachedMs: Stats;
-  arms: Record<Arm, { latency: Stats; server: Stats }>;
+  arms: Record<Arm, ArmStats>;
   pngBytes: number;
 }
 
@@ -106,26 +113,16 @@ async function main(args: string[]): Promise<void> {
     });
     const png = (made.structuredContent as { returnValue: string }).returnValue;
     await sleep(2_000);
-    const samples = await runPaired({
+    const arms = await pairedTimedRuns({
       arms: ARMS,
       rounds,
       warmup,
-      sample: async (arm) => {
-        await sleep(pauseMs);
-        const server = arm === "plain" ? plain : withPackages;
-        return await timedRun(server, "run_typescript", { code: CODE[arm](png) }, 1);
-      },
-      onRound: (round, taken) =>
-        log(
-          `round ${round + 1}/${rounds}: ${
-            ARMS.map((arm) => `${arm} ${taken[arm].latencyMs.toFixed(1)} ms`).join(", ")
-          }`,
-        ),
+      pauseMs,
+      run: (arm) =>
+        timedRun(arm === "plain" ? plain : withPackages, "run_typescript", {
+          code: CODE[arm](png),
+        }, 1),
     });
-    const arms = Object.fromEntries(ARMS.map((arm) => [arm, {
-      latency: stats(samples[arm].map((s) => s.latencyMs)),
-      server: stats(samples[arm].map((s) => s.serverMs)),
-    }])) as Report["arms"];
     const report: Report = {
       machine: await machineReport(loadBefore),
       rounds,
@@ -148,17 +145,7 @@ function render(report: Report): string {
     "",
     machineText(report.machine),
     "",
-    row(["arm", "latency median ms", "p95", "server durationMs median", "p95"]),
-    row(["---", "---", "---", "---", "---"]),
-    ...ARMS.map((arm) =>
-      row([
-        arm,
-        arms[arm].latency.medianMs,
-        arms[arm].latency.p95Ms,
-        arms[arm].server.medianMs,
-        arms[arm].server.p95Ms,
-      ])
-    ),
+    ...armRows(ARMS, arms),
     "",
     `PNG displayed: ${report.pngBytes} bytes.`,
     `Server start, spawn to connected: ${report.startMs.plain} ms without packages, ${report.startMs.packages} ms with ${PACKAGES.length}.`,

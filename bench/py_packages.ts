@@ -22,9 +22,16 @@ import { join } from "node:path";
 import { buildWheel, wheelFileName } from "../src/codegen/wheel.ts";
 import { ROOT, serverEnv, writeSettings } from "../tests/_env.ts";
 import { loadAverage, type MachineReport, machineReport, machineText } from "./_machine.ts";
-import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
-import { connectInTempDir, type StdioServer, timedRun } from "./_server.ts";
-import { runPaired, sleep, type Stats, stats } from "./_stats.ts";
+import { parseBenchArgs, printReport, runBench } from "./_report.ts";
+import {
+  armRows,
+  type ArmStats,
+  connectInTempDir,
+  pairedTimedRuns,
+  type StdioServer,
+  timedRun,
+} from "./_server.ts";
+import { sleep } from "./_stats.ts";
 
 const ARMS = ["plain", "imported", "plainDirs", "importedDirs"] as const;
 type Arm = typeof ARMS[number];
@@ -41,7 +48,7 @@ interface Report {
   machine: MachineReport;
   rounds: number;
   wheelBytes: number;
-  arms: Record<Arm, { latency: Stats; server: Stats }>;
+  arms: Record<Arm, ArmStats>;
 }
 
 async function fixtureWheel(): Promise<Uint8Array> {
@@ -86,26 +93,16 @@ async function main(args: string[]): Promise<void> {
       await timedRun(server, "run_python", { code: IMPORT, timeoutMs: 180_000 }, 42);
     }
     await sleep(2_000);
-    const samples = await runPaired({
+    const arms = await pairedTimedRuns({
       arms: ARMS,
       rounds,
       warmup,
-      sample: async (arm) => {
-        await sleep(pauseMs);
-        const server = arm.endsWith("Dirs") ? dirs : packages;
-        return await timedRun(server, "run_python", { code: CODE[arm].code }, CODE[arm].expected);
-      },
-      onRound: (round, taken) =>
-        log(
-          `round ${round + 1}/${rounds}: ${
-            ARMS.map((arm) => `${arm} ${taken[arm].latencyMs.toFixed(1)} ms`).join(", ")
-          }`,
-        ),
+      pauseMs,
+      run: (arm) =>
+        timedRun(arm.endsWith("Dirs") ? dirs : packages, "run_python", {
+          code: CODE[arm].code,
+        }, CODE[arm].expected),
     });
-    const arms = Object.fromEntries(ARMS.map((arm) => [arm, {
-      latency: stats(samples[arm].map((s) => s.latencyMs)),
-      server: stats(samples[arm].map((s) => s.serverMs)),
-    }])) as Report["arms"];
     printReport(parsed.json, {
       machine: await machineReport(loadBefore),
       rounds,
@@ -126,17 +123,7 @@ function render(report: Report): string {
     "",
     machineText(report.machine),
     "",
-    row(["arm", "latency median ms", "p95", "server durationMs median", "p95"]),
-    row(["---", "---", "---", "---", "---"]),
-    ...ARMS.map((arm) =>
-      row([
-        arm,
-        arms[arm].latency.medianMs,
-        arms[arm].latency.p95Ms,
-        arms[arm].server.medianMs,
-        arms[arm].server.p95Ms,
-      ])
-    ),
+    ...armRows(ARMS, arms),
     "",
     `Wheel: ${report.wheelBytes} bytes (tests/fixtures/py_package).`,
   ].join("\n");
