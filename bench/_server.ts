@@ -10,7 +10,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { join } from "node:path";
 import { ROOT } from "../tests/_env.ts";
 import { processTree, reap } from "./_machine.ts";
-import { log, row } from "./_report.ts";
+import { type IntOption, log, row } from "./_report.ts";
 import { repeat, runPaired, sleep, type Stats, stats } from "./_stats.ts";
 
 export interface StdioServer {
@@ -207,6 +207,16 @@ export interface ArmStats {
   /** The server's `durationMs`. */
   server: Stats;
 }
+
+/**
+ * The command-line options of a benchmark that compares arms with {@linkcode pairedTimedRuns}
+ * (`--rounds`, `--warmup`, `--pause-ms`), with their defaults.
+ */
+export const PAIRED_RUN_ARGS = {
+  rounds: { fallback: 20 },
+  warmup: { fallback: 3, min: 0 },
+  pauseMs: { fallback: 500, min: 0 },
+} as const satisfies Record<string, IntOption>;
 
 /** Options for {@linkcode pairedTimedRuns}. */
 export interface PairedTimedRunsOptions<A extends string> {

@@ -32,6 +32,7 @@ import {
   armRows,
   type ArmStats,
   connectInTempDir,
+  PAIRED_RUN_ARGS,
   pairedTimedRuns,
   type StdioServer,
   timedRun,
@@ -80,11 +81,7 @@ async function main(args: string[]): Promise<void> {
   const parsed = parseBenchArgs(
     args,
     "Usage: deno run -A bench/libraries.ts [--rounds 20] [--warmup 3] [--pause-ms 500] [--json]",
-    {
-      rounds: { fallback: 20 },
-      warmup: { fallback: 3, min: 0 },
-      pauseMs: { fallback: 500, min: 0 },
-    },
+    PAIRED_RUN_ARGS,
   );
   if (!parsed) return;
   const { rounds, warmup, pauseMs } = parsed.ints;

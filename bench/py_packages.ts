@@ -27,6 +27,7 @@ import {
   armRows,
   type ArmStats,
   connectInTempDir,
+  PAIRED_RUN_ARGS,
   pairedTimedRuns,
   type StdioServer,
   timedRun,
@@ -72,11 +73,7 @@ async function main(args: string[]): Promise<void> {
   const parsed = parseBenchArgs(
     args,
     "Usage: deno run -A bench/py_packages.ts [--rounds 20] [--warmup 3] [--pause-ms 500] [--json]",
-    {
-      rounds: { fallback: 20 },
-      warmup: { fallback: 3, min: 0 },
-      pauseMs: { fallback: 500, min: 0 },
-    },
+    PAIRED_RUN_ARGS,
   );
   if (!parsed) return;
   const { rounds, warmup, pauseMs } = parsed.ints;
