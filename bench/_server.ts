@@ -8,9 +8,10 @@
 import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { join } from "node:path";
+import { ROOT } from "../tests/_env.ts";
 import { processTree, reap } from "./_machine.ts";
-import { log } from "./_report.ts";
-import { repeat, type Stats, stats } from "./_stats.ts";
+import { type IntOption, log, row } from "./_report.ts";
+import { repeat, runPaired, sleep, type Stats, stats } from "./_stats.ts";
 
 export interface StdioServer {
   /** The connected client. */
@@ -88,6 +89,71 @@ export async function connectStdio(
   return { client, pid, spawnedAt, connectedAt, stderr: () => tail, close };
 }
 
+/** How {@linkcode connectCodeExecutor} starts the server. */
+export interface CodeExecutorLaunch {
+  /** The server's environment. */
+  env: Record<string, string>;
+  /** An MCP config file, passed as `--config`: the upstream servers; none when omitted. */
+  mcpConfig?: string;
+  /** The checkout whose `main.ts serve` runs: this one when omitted (another for a baseline). */
+  root?: string;
+}
+
+/**
+ * Starts a checkout's server, `deno run -A main.ts serve`, and connects an SDK v2 client to it.
+ *
+ * @param name What progress lines and errors call it.
+ * @param launch Its environment, MCP config and checkout.
+ * @param options stderr kept, connect options, clean-up.
+ * @returns The connection.
+ * @throws {Error} When the client cannot connect; the error carries the server's stderr.
+ */
+export function connectCodeExecutor(
+  name: string,
+  launch: CodeExecutorLaunch,
+  options: ConnectStdioOptions = {},
+): Promise<StdioServer> {
+  const config = launch.mcpConfig === undefined ? [] : ["--config", launch.mcpConfig];
+  return connectStdio(name, {
+    command: Deno.execPath(),
+    args: ["run", "-A", "main.ts", "serve", ...config],
+    env: launch.env,
+    cwd: launch.root ?? ROOT,
+  }, options);
+}
+
+/**
+ * Starts this checkout's server in a temporary directory of its own, which its close removes.
+ *
+ * @param name What progress lines and errors call it.
+ * @param prefix The temporary directory's name prefix.
+ * @param env The server's environment, given the directory (its TMPDIR, settings, …).
+ * @returns The connection; `close()` also removes the directory.
+ * @throws {Error} When the client cannot connect (the directory is removed first).
+ */
+export async function connectInTempDir(
+  name: string,
+  prefix: string,
+  env: (tempDir: string) => Promise<Record<string, string>>,
+): Promise<StdioServer> {
+  const tempDir = await Deno.makeTempDir({ prefix });
+  const remove = () => Deno.remove(tempDir, { recursive: true }).catch(() => {});
+  let server: StdioServer;
+  try {
+    server = await connectCodeExecutor(name, { env: await env(tempDir) });
+  } catch (error) {
+    await remove();
+    throw error;
+  }
+  return {
+    ...server,
+    close: async () => {
+      await server.close();
+      await remove();
+    },
+  };
+}
+
 /** What an MCP call cost. */
 export interface CallTiming {
   /** `client.callTool()` wall time. */
@@ -132,6 +198,96 @@ export async function timedRun(
     );
   }
   return { latencyMs, serverMs: outcome.durationMs ?? NaN };
+}
+
+/** One arm's timed runs: the client's latency and the server's own `durationMs`. */
+export interface ArmStats {
+  /** `client.callTool()` wall time. */
+  latency: Stats;
+  /** The server's `durationMs`. */
+  server: Stats;
+}
+
+/**
+ * The command-line options of a benchmark that compares arms with {@linkcode pairedTimedRuns}
+ * (`--rounds`, `--warmup`, `--pause-ms`), with their defaults.
+ */
+export const PAIRED_RUN_ARGS = {
+  rounds: { fallback: 20 },
+  warmup: { fallback: 3, min: 0 },
+  pauseMs: { fallback: 500, min: 0 },
+} as const satisfies Record<string, IntOption>;
+
+/** Options for {@linkcode pairedTimedRuns}. */
+export interface PairedTimedRunsOptions<A extends string> {
+  /** The arms compared. */
+  arms: readonly A[];
+  /** Measured rounds. */
+  rounds: number;
+  /** Rounds before them, not counted. */
+  warmup: number;
+  /** The pause before each run, so that a warm pool has refilled. */
+  pauseMs: number;
+  /** One timed run of an arm ({@linkcode timedRun}). */
+  run: (arm: A) => Promise<CallTiming>;
+}
+
+/**
+ * Times runs of every arm in interleaved rounds (`runPaired`), a pause before each, with a
+ * progress line a round.
+ *
+ * @param options The arms, rounds, pause and how to time one run.
+ * @returns Each arm's latency and server time.
+ */
+export async function pairedTimedRuns<A extends string>(
+  options: PairedTimedRunsOptions<A>,
+): Promise<Record<A, ArmStats>> {
+  const { arms, rounds } = options;
+  const samples = await runPaired({
+    arms,
+    rounds,
+    warmup: options.warmup,
+    sample: async (arm) => {
+      await sleep(options.pauseMs);
+      return await options.run(arm);
+    },
+    onRound: (round, taken) =>
+      log(
+        `round ${round + 1}/${rounds}: ${
+          arms.map((arm) => `${arm} ${taken[arm].latencyMs.toFixed(1)} ms`).join(", ")
+        }`,
+      ),
+  });
+  return Object.fromEntries(arms.map((arm) => [arm, {
+    latency: stats(samples[arm].map((s) => s.latencyMs)),
+    server: stats(samples[arm].map((s) => s.serverMs)),
+  }])) as Record<A, ArmStats>;
+}
+
+/**
+ * The markdown table of {@linkcode pairedTimedRuns}: each arm's medians and p95s.
+ *
+ * @param arms The arms, in the table's order.
+ * @param timed Their stats.
+ * @returns The table's lines.
+ */
+export function armRows<A extends string>(
+  arms: readonly A[],
+  timed: Record<A, ArmStats>,
+): string[] {
+  return [
+    row(["arm", "latency median ms", "p95", "server durationMs median", "p95"]),
+    row(["---", "---", "---", "---", "---"]),
+    ...arms.map((arm) =>
+      row([
+        arm,
+        timed[arm].latency.medianMs,
+        timed[arm].latency.p95Ms,
+        timed[arm].server.medianMs,
+        timed[arm].server.p95Ms,
+      ])
+    ),
+  ];
 }
 
 /** Above the default limits.maxTimeoutMs, so that a call asking for it is refused at once. */

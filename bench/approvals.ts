@@ -21,10 +21,10 @@
 import { join } from "node:path";
 import { ratio, round, runPaired, type Stats, stats } from "./_stats.ts";
 import { loadAverage, type MachineReport, machineReport, machineText } from "./_machine.ts";
-import { connectStdio, type StdioServer } from "./_server.ts";
+import { connectCodeExecutor, type StdioServer } from "./_server.ts";
 import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
 import { EVERYTHING, MEMORY } from "../tests/_pins.ts";
-import { homeEnv, ROOT } from "../tests/_env.ts";
+import { homeEnv, writeSettings } from "../tests/_env.ts";
 import { THIRD_PARTY_CONFIG } from "../tests/_third_party.ts";
 import { ApprovalGate } from "../src/exec/requests/approvals.ts";
 import { ApprovalPolicy } from "../src/policy/approvals.ts";
@@ -62,18 +62,12 @@ async function startServer(work: string, mode: Mode): Promise<StdioServer> {
       },
     }),
   );
-  const settings = join(dir, "settings.json");
-  await Deno.writeTextFile(
-    settings,
-    JSON.stringify({
-      approvals: { mode, require: ["mcp__github__delete_*"], waive: ["mcp__memory__create_*"] },
-      audit: { enabled: false },
-    }),
-  );
-  return await connectStdio(`code-executor (approvals ${mode})`, {
-    command: Deno.execPath(),
-    args: ["run", "-A", "main.ts", "serve", "--config", mcpConfig],
-    cwd: ROOT,
+  const settings = await writeSettings(dir, {
+    approvals: { mode, require: ["mcp__github__delete_*"], waive: ["mcp__memory__create_*"] },
+    audit: { enabled: false },
+  });
+  return await connectCodeExecutor(`code-executor (approvals ${mode})`, {
+    mcpConfig,
     env: {
       ...homeEnv(join(dir, "home")),
       TMPDIR: join(dir, "tmp"),

@@ -19,15 +19,9 @@
 import { join } from "node:path";
 import { type Stats, stats } from "./_stats.ts";
 import { loadAverage, type MachineReport, machineReport, machineText } from "./_machine.ts";
-import { connectStdio, type StdioServer } from "./_server.ts";
+import { connectCodeExecutor, type StdioServer } from "./_server.ts";
 import { log, parseBenchArgs, printReport, row, runBench, status } from "./_report.ts";
-import {
-  faultyFixtureServer,
-  ROOT,
-  serverEnv,
-  writeMcpConfig,
-  writeSettings,
-} from "../tests/_env.ts";
+import { faultyFixtureServer, serverEnv, writeMcpConfig, writeSettings } from "../tests/_env.ts";
 
 const MiB = 1024 * 1024;
 const TARGET_MS = 1_000;
@@ -121,12 +115,7 @@ async function main(args: string[]): Promise<void> {
       ...serverEnv(work),
       CODE_EXECUTOR_CONFIG: await writeSettings(work, { tools: { callTimeoutMs: 2_500 } }),
     };
-    server = await connectStdio("code-executor", {
-      command: Deno.execPath(),
-      args: ["run", "-A", "main.ts", "serve", "--config", config],
-      env,
-      cwd: ROOT,
-    });
+    server = await connectCodeExecutor("code-executor", { env, mcpConfig: config });
     const faults = Object.keys(FAULTS) as Fault[];
     log("warm-up: one run of each fault");
     for (const fault of faults) await faultyRun(server, fault);

@@ -69,6 +69,8 @@ interface Report {
 
 function render(r: Report): string {
   const added = (s: Stats) => round(s.medianMs - r.latency.stdio.medianMs, 2);
+  const transport = (name: string, s: Stats, addedMs: number | string) =>
+    row([name, s.medianMs, s.p95Ms, s.minMs, addedMs]);
   const rss = r.run.rss;
   return [
     `### HTTP (load ${r.load.before} → ${r.load.after})`,
@@ -77,21 +79,9 @@ function render(r: Report): string {
     "",
     row(["transport", "median ms", "p95 ms", "min ms", "added to stdio's median"]),
     row(["---", "---:", "---:", "---:", "---:"]),
-    row(["stdio", r.latency.stdio.medianMs, r.latency.stdio.p95Ms, r.latency.stdio.minMs, ""]),
-    row([
-      "HTTP, 2025-era session",
-      r.latency.legacy.medianMs,
-      r.latency.legacy.p95Ms,
-      r.latency.legacy.minMs,
-      added(r.latency.legacy),
-    ]),
-    row([
-      "HTTP, 2026-07-28",
-      r.latency.modern.medianMs,
-      r.latency.modern.p95Ms,
-      r.latency.modern.minMs,
-      added(r.latency.modern),
-    ]),
+    transport("stdio", r.latency.stdio, ""),
+    transport("HTTP, 2025-era session", r.latency.legacy, added(r.latency.legacy)),
+    transport("HTTP, 2026-07-28", r.latency.modern, added(r.latency.modern)),
     "",
     `Load: ${r.run.clients} HTTP clients, ${r.run.runs} mixed runs with 20 tool calls each: ` +
     `${r.run.wrong} wrong or lost; p50 ${r.run.p50} ms, p99 ${r.run.p99} ms; ` +

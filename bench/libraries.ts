@@ -25,11 +25,19 @@ import { join } from "node:path";
 import { cacheDir } from "../src/config/paths.ts";
 import { NpmPackages } from "../src/exec/typescript/npm_packages.ts";
 import { createLogger } from "../src/log.ts";
-import { ROOT, serverEnv } from "../tests/_env.ts";
+import { serverEnv } from "../tests/_env.ts";
 import { loadAverage, type MachineReport, machineReport, machineText } from "./_machine.ts";
-import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
-import { connectStdio, type StdioServer, timedRun } from "./_server.ts";
-import { repeat, runPaired, sleep, type Stats, stats } from "./_stats.ts";
+import { parseBenchArgs, printReport, runBench } from "./_report.ts";
+import {
+  armRows,
+  type ArmStats,
+  connectInTempDir,
+  PAIRED_RUN_ARGS,
+  pairedTimedRuns,
+  type StdioServer,
+  timedRun,
+} from "./_server.ts";
+import { repeat, sleep, type Stats, stats } from "./_stats.ts";
 
 const PACKAGES = ["csv-parse@7.0.3", "date-fns@4.4.0", "fast-png@8.0.0"];
 const ARMS = ["plain", "packages", "csv", "dateIndex", "dateSubpath", "display"] as const;
@@ -56,42 +64,24 @@ interface Report {
   rounds: number;
   startMs: { plain: number; packages: number };
   ensureCachedMs: Stats;
-  arms: Record<Arm, { latency: Stats; server: Stats }>;
+  arms: Record<Arm, ArmStats>;
   pngBytes: number;
 }
 
-async function startServer(name: string, packages: string[]): Promise<StdioServer> {
-  const tempDir = await Deno.makeTempDir({ prefix: `ce-bench-lib-${name}-` });
-  const env = {
-    ...serverEnv(tempDir),
-    CODE_EXECUTOR_WARM_POOL: "2",
-    ...(packages.length ? { CODE_EXECUTOR_NPM_PACKAGES: packages.join(" ") } : {}),
-  };
-  const server = await connectStdio(name, {
-    command: Deno.execPath(),
-    args: ["run", "-A", "main.ts", "serve"],
-    env,
-    cwd: ROOT,
-  });
-  const close = server.close;
-  return {
-    ...server,
-    close: async () => {
-      await close();
-      await Deno.remove(tempDir, { recursive: true }).catch(() => {});
-    },
-  };
+function startServer(name: string, packages: string[]): Promise<StdioServer> {
+  return connectInTempDir(name, `ce-bench-lib-${name}-`, (tempDir) =>
+    Promise.resolve({
+      ...serverEnv(tempDir),
+      CODE_EXECUTOR_WARM_POOL: "2",
+      ...(packages.length ? { CODE_EXECUTOR_NPM_PACKAGES: packages.join(" ") } : {}),
+    }));
 }
 
 async function main(args: string[]): Promise<void> {
   const parsed = parseBenchArgs(
     args,
     "Usage: deno run -A bench/libraries.ts [--rounds 20] [--warmup 3] [--pause-ms 500] [--json]",
-    {
-      rounds: { fallback: 20 },
-      warmup: { fallback: 3, min: 0 },
-      pauseMs: { fallback: 500, min: 0 },
-    },
+    PAIRED_RUN_ARGS,
   );
   if (!parsed) return;
   const { rounds, warmup, pauseMs } = parsed.ints;
@@ -120,26 +110,16 @@ async function main(args: string[]): Promise<void> {
     });
     const png = (made.structuredContent as { returnValue: string }).returnValue;
     await sleep(2_000);
-    const samples = await runPaired({
+    const arms = await pairedTimedRuns({
       arms: ARMS,
       rounds,
       warmup,
-      sample: async (arm) => {
-        await sleep(pauseMs);
-        const server = arm === "plain" ? plain : withPackages;
-        return await timedRun(server, "run_typescript", { code: CODE[arm](png) }, 1);
-      },
-      onRound: (round, taken) =>
-        log(
-          `round ${round + 1}/${rounds}: ${
-            ARMS.map((arm) => `${arm} ${taken[arm].latencyMs.toFixed(1)} ms`).join(", ")
-          }`,
-        ),
+      pauseMs,
+      run: (arm) =>
+        timedRun(arm === "plain" ? plain : withPackages, "run_typescript", {
+          code: CODE[arm](png),
+        }, 1),
     });
-    const arms = Object.fromEntries(ARMS.map((arm) => [arm, {
-      latency: stats(samples[arm].map((s) => s.latencyMs)),
-      server: stats(samples[arm].map((s) => s.serverMs)),
-    }])) as Report["arms"];
     const report: Report = {
       machine: await machineReport(loadBefore),
       rounds,
@@ -162,17 +142,7 @@ function render(report: Report): string {
     "",
     machineText(report.machine),
     "",
-    row(["arm", "latency median ms", "p95", "server durationMs median", "p95"]),
-    row(["---", "---", "---", "---", "---"]),
-    ...ARMS.map((arm) =>
-      row([
-        arm,
-        arms[arm].latency.medianMs,
-        arms[arm].latency.p95Ms,
-        arms[arm].server.medianMs,
-        arms[arm].server.p95Ms,
-      ])
-    ),
+    ...armRows(ARMS, arms),
     "",
     `PNG displayed: ${report.pngBytes} bytes.`,
     `Server start, spawn to connected: ${report.startMs.plain} ms without packages, ${report.startMs.packages} ms with ${PACKAGES.length}.`,

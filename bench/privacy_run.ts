@@ -22,12 +22,11 @@
  *
  * @module
  */
-import { join } from "node:path";
 import { round, runPaired, sleep, stats } from "./_stats.ts";
 import { loadAverage } from "./_machine.ts";
-import { connectStdio, type StdioServer } from "./_server.ts";
+import { connectCodeExecutor, type StdioServer } from "./_server.ts";
 import { log, parseBenchArgs } from "./_report.ts";
-import { ROOT, serverEnv } from "../tests/_env.ts";
+import { ROOT, serverEnv, writeSettings } from "../tests/_env.ts";
 
 const FIXTURES = new URL("../tests/fixtures/", import.meta.url);
 const MB = 1024 * 1024;
@@ -108,28 +107,18 @@ async function cpuMs(pid: number): Promise<number> {
 
 async function start(name: string, tokenize: boolean, root = ROOT): Promise<Server> {
   const tempDir = await Deno.makeTempDir({ prefix: "ce-bench-privacy-" });
-  const settings = join(tempDir, "settings.jsonc");
-  await Deno.writeTextFile(
-    settings,
-    JSON.stringify({
+  const env = {
+    ...serverEnv(tempDir, { home: tempDir }),
+    CODE_EXECUTOR_CONFIG: await writeSettings(tempDir, {
       privacy: { tokenize },
       limits: { maxOutputBytes: 2 * MB },
       approvals: { mode: "off" },
     }),
-  );
-  const env = {
-    ...serverEnv(tempDir, { home: tempDir }),
-    CODE_EXECUTOR_CONFIG: settings,
     CODE_EXECUTOR_WARM_POOL: "1",
     PYTHON_ENABLED: "false",
   };
   try {
-    const stdio = await connectStdio(name, {
-      command: Deno.execPath(),
-      args: ["run", "-A", "main.ts", "serve"],
-      cwd: root,
-      env,
-    });
+    const stdio = await connectCodeExecutor(name, { env, root });
     return { name, stdio, tempDir };
   } catch (error) {
     await Deno.remove(tempDir, { recursive: true }).catch(() => {});

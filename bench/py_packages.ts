@@ -22,9 +22,17 @@ import { join } from "node:path";
 import { buildWheel, wheelFileName } from "../src/codegen/wheel.ts";
 import { ROOT, serverEnv, writeSettings } from "../tests/_env.ts";
 import { loadAverage, type MachineReport, machineReport, machineText } from "./_machine.ts";
-import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
-import { connectStdio, type StdioServer, timedRun } from "./_server.ts";
-import { runPaired, sleep, type Stats, stats } from "./_stats.ts";
+import { parseBenchArgs, printReport, runBench } from "./_report.ts";
+import {
+  armRows,
+  type ArmStats,
+  connectInTempDir,
+  PAIRED_RUN_ARGS,
+  pairedTimedRuns,
+  type StdioServer,
+  timedRun,
+} from "./_server.ts";
+import { sleep } from "./_stats.ts";
 
 const ARMS = ["plain", "imported", "plainDirs", "importedDirs"] as const;
 type Arm = typeof ARMS[number];
@@ -41,7 +49,7 @@ interface Report {
   machine: MachineReport;
   rounds: number;
   wheelBytes: number;
-  arms: Record<Arm, { latency: Stats; server: Stats }>;
+  arms: Record<Arm, ArmStats>;
 }
 
 async function fixtureWheel(): Promise<Uint8Array> {
@@ -53,38 +61,19 @@ async function fixtureWheel(): Promise<Uint8Array> {
   return buildWheel(files, { distribution: "visitstats", version: "1.0.0" });
 }
 
-async function startServer(name: string, python: Record<string, unknown>): Promise<StdioServer> {
-  const tempDir = await Deno.makeTempDir({ prefix: `ce-bench-pypkg-${name}-` });
-  const env = {
+function startServer(name: string, python: Record<string, unknown>): Promise<StdioServer> {
+  return connectInTempDir(name, `ce-bench-pypkg-${name}-`, async (tempDir) => ({
     ...serverEnv(tempDir),
     CODE_EXECUTOR_PYTHON_WARM_POOL: "2",
     CODE_EXECUTOR_CONFIG: await writeSettings(tempDir, { python }),
-  };
-  const server = await connectStdio(name, {
-    command: Deno.execPath(),
-    args: ["run", "-A", "main.ts", "serve"],
-    env,
-    cwd: ROOT,
-  });
-  const close = server.close;
-  return {
-    ...server,
-    close: async () => {
-      await close();
-      await Deno.remove(tempDir, { recursive: true }).catch(() => {});
-    },
-  };
+  }));
 }
 
 async function main(args: string[]): Promise<void> {
   const parsed = parseBenchArgs(
     args,
     "Usage: deno run -A bench/py_packages.ts [--rounds 20] [--warmup 3] [--pause-ms 500] [--json]",
-    {
-      rounds: { fallback: 20 },
-      warmup: { fallback: 3, min: 0 },
-      pauseMs: { fallback: 500, min: 0 },
-    },
+    PAIRED_RUN_ARGS,
   );
   if (!parsed) return;
   const { rounds, warmup, pauseMs } = parsed.ints;
@@ -101,26 +90,16 @@ async function main(args: string[]): Promise<void> {
       await timedRun(server, "run_python", { code: IMPORT, timeoutMs: 180_000 }, 42);
     }
     await sleep(2_000);
-    const samples = await runPaired({
+    const arms = await pairedTimedRuns({
       arms: ARMS,
       rounds,
       warmup,
-      sample: async (arm) => {
-        await sleep(pauseMs);
-        const server = arm.endsWith("Dirs") ? dirs : packages;
-        return await timedRun(server, "run_python", { code: CODE[arm].code }, CODE[arm].expected);
-      },
-      onRound: (round, taken) =>
-        log(
-          `round ${round + 1}/${rounds}: ${
-            ARMS.map((arm) => `${arm} ${taken[arm].latencyMs.toFixed(1)} ms`).join(", ")
-          }`,
-        ),
+      pauseMs,
+      run: (arm) =>
+        timedRun(arm.endsWith("Dirs") ? dirs : packages, "run_python", {
+          code: CODE[arm].code,
+        }, CODE[arm].expected),
     });
-    const arms = Object.fromEntries(ARMS.map((arm) => [arm, {
-      latency: stats(samples[arm].map((s) => s.latencyMs)),
-      server: stats(samples[arm].map((s) => s.serverMs)),
-    }])) as Report["arms"];
     printReport(parsed.json, {
       machine: await machineReport(loadBefore),
       rounds,
@@ -141,17 +120,7 @@ function render(report: Report): string {
     "",
     machineText(report.machine),
     "",
-    row(["arm", "latency median ms", "p95", "server durationMs median", "p95"]),
-    row(["---", "---", "---", "---", "---"]),
-    ...ARMS.map((arm) =>
-      row([
-        arm,
-        arms[arm].latency.medianMs,
-        arms[arm].latency.p95Ms,
-        arms[arm].server.medianMs,
-        arms[arm].server.p95Ms,
-      ])
-    ),
+    ...armRows(ARMS, arms),
     "",
     `Wheel: ${report.wheelBytes} bytes (tests/fixtures/py_package).`,
   ].join("\n");

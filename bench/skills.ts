@@ -23,7 +23,7 @@
 import { join } from "node:path";
 import { repeat, type Stats, stats } from "./_stats.ts";
 import { loadAverage, machineReport, machineText } from "./_machine.ts";
-import { connectStdio } from "./_server.ts";
+import { connectCodeExecutor } from "./_server.ts";
 import { log, parseBenchArgs, printReport, row, runBench, status, tokensOf } from "./_report.ts";
 import { SettingsSchema } from "../src/config/settings.ts";
 import { SkillStore } from "../src/skills/store.ts";
@@ -31,7 +31,6 @@ import { ToolPolicy } from "../src/policy/tool_policy.ts";
 import { searchToolsText } from "../src/server/server.ts";
 import { ADD } from "../tests/_skills.ts";
 
-const ROOT = new URL("..", import.meta.url).pathname;
 const QUERY = "add numbers";
 
 async function seed(store: SkillStore): Promise<void> {
@@ -84,12 +83,7 @@ async function overStdio(
   env: Record<string, string>,
   counts: { iterations: number; warmup: number },
 ): Promise<{ roundTrip?: Stats; toolsListTokens: number }> {
-  const server = await connectStdio("code-executor", {
-    command: Deno.execPath(),
-    args: ["run", "-A", "main.ts", "serve"],
-    env,
-    cwd: ROOT,
-  });
+  const server = await connectCodeExecutor("code-executor", { env });
   try {
     const toolsListTokens = tokensOf((await server.client.listTools()).tools);
     if (counts.iterations === 0) return { toolsListTokens };

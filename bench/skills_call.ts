@@ -19,9 +19,9 @@
 import { join } from "node:path";
 import { type Stats, stats } from "./_stats.ts";
 import { loadAverage, type MachineReport, machineReport, machineText } from "./_machine.ts";
-import { connectStdio, type StdioServer } from "./_server.ts";
+import { connectCodeExecutor, type StdioServer } from "./_server.ts";
 import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
-import { homeEnv, ROOT } from "../tests/_env.ts";
+import { homeEnv, writeSettings } from "../tests/_env.ts";
 
 interface Case {
   name: string;
@@ -183,19 +183,12 @@ async function main(args: string[]): Promise<void> {
   const work = await Deno.makeTempDir({ prefix: "ce-bench-skills-" });
   let server: StdioServer | undefined;
   try {
-    const settings = join(work, "settings.json");
-    await Deno.writeTextFile(
-      settings,
-      JSON.stringify({
-        skills: { projectDir: join(work, "project-skills"), userDir: join(work, "user-skills") },
-        audit: { enabled: false },
-      }),
-    );
+    const settings = await writeSettings(work, {
+      skills: { projectDir: join(work, "project-skills"), userDir: join(work, "user-skills") },
+      audit: { enabled: false },
+    });
     await Deno.mkdir(join(work, "tmp"));
-    server = await connectStdio("code-executor (skills)", {
-      command: Deno.execPath(),
-      args: ["run", "-A", "main.ts", "serve"],
-      cwd: ROOT,
+    server = await connectCodeExecutor("code-executor (skills)", {
       env: {
         ...homeEnv(join(work, "home"), { sharedCache: true }),
         TMPDIR: join(work, "tmp"),

@@ -15,6 +15,7 @@
  * @module
  */
 import { RE2JS } from "re2js";
+import { isPlainObject } from "./_util.ts";
 
 /** The longest pattern accepted, in characters. */
 export const MAX_PATTERN_CHARS = 1_000;
@@ -64,7 +65,14 @@ export function linearRegExp(pattern: string): LinearRegExp {
   return regExp;
 }
 
-function resolveLocal(ref: string, root: unknown): unknown {
+/**
+ * Looks up a local JSON Pointer reference (`#`, `#/$defs/X`, …) in own properties only.
+ *
+ * @param ref The `$ref` value; anything not starting with `#` resolves to nothing.
+ * @param root The document the pointer is relative to.
+ * @returns The referenced value, or undefined when it does not exist.
+ */
+export function resolvePointer(ref: string, root: unknown): unknown {
   if (!ref.startsWith("#")) return undefined;
   let pointer: string;
   try {
@@ -76,9 +84,10 @@ function resolveLocal(ref: string, root: unknown): unknown {
   if (!pointer.startsWith("/")) return undefined;
   let node = root;
   for (const raw of pointer.slice(1).split("/")) {
-    const key = raw.replaceAll("~1", "/").replaceAll("~0", "~");
-    if (node === null || typeof node !== "object" || !Object.hasOwn(node, key)) return undefined;
-    node = (node as Record<string, unknown>)[key];
+    const segment = raw.replaceAll("~1", "/").replaceAll("~0", "~");
+    if (Array.isArray(node) && /^(0|[1-9][0-9]*)$/.test(segment)) node = node[Number(segment)];
+    else if (isPlainObject(node) && Object.hasOwn(node, segment)) node = node[segment];
+    else return undefined;
   }
   return node;
 }
@@ -106,7 +115,7 @@ export function schemaCost(schema: unknown, budget: number = MAX_SCHEMA_COST): n
     cost++;
     const record = node as Record<string, unknown>;
     if (typeof record.$ref === "string") {
-      const target = resolveLocal(record.$ref, schema);
+      const target = resolvePointer(record.$ref, schema);
       if (target !== null && typeof target === "object" && !expanding.has(target)) {
         expanding.add(target);
         walk(target);

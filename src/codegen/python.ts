@@ -12,7 +12,7 @@
  */
 import { PYTHON_KEYWORDS } from "../python_keywords.ts";
 import { isPlainObject } from "../_util.ts";
-import { resolvePointer } from "../upstream/schema_to_type.ts";
+import { resolvePointer } from "../schema_limits.ts";
 import { fullToolName } from "../upstream/signatures.ts";
 import { assignNames, isPythonIdentifier, pythonFunctionNames, snakeName } from "./names.ts";
 import type { WrapperTool } from "./typescript.ts";

@@ -37,6 +37,30 @@ const DOS_TIME = 0;
 const UTF8_FLAG = 0x0800;
 
 /**
+ * Writes the run of fields that a local file header and its central directory entry share, in
+ * the same order: version needed (2.0), flags, method (0, stored, left zero), time, date, CRC-32,
+ * both sizes and the name's length.
+ *
+ * @param view The header.
+ * @param at Where the run starts: 4 in a local header, 6 in a central entry.
+ * @param entry The entry's CRC-32, size (stored: both sizes are the same) and name length.
+ */
+function writeEntryFields(
+  view: DataView,
+  at: number,
+  entry: { crc: number; size: number; nameLength: number },
+): void {
+  view.setUint16(at, 20, true);
+  view.setUint16(at + 2, UTF8_FLAG, true);
+  view.setUint16(at + 6, DOS_TIME, true);
+  view.setUint16(at + 8, DOS_DATE, true);
+  view.setUint32(at + 10, entry.crc, true);
+  view.setUint32(at + 14, entry.size, true);
+  view.setUint32(at + 18, entry.size, true);
+  view.setUint16(at + 22, entry.nameLength, true);
+}
+
+/**
  * Builds a zip archive of stored (uncompressed) entries, in the order given.
  *
  * @param entries Path inside the archive → contents.
@@ -51,31 +75,17 @@ export function zipStored(entries: ReadonlyArray<[string, Uint8Array]>): Uint8Ar
   if (entries.length > 0xffff) throw new RangeError("Cannot build the zip: too many entries");
   for (const [path, data] of entries) {
     const name = encoder.encode(path);
-    const crc = crc32(data);
+    const fields = { crc: crc32(data), size: data.length, nameLength: name.length };
     const local = new Uint8Array(30 + name.length);
     const lv = new DataView(local.buffer);
     lv.setUint32(0, 0x04034b50, true);
-    lv.setUint16(4, 20, true);
-    lv.setUint16(6, UTF8_FLAG, true);
-    lv.setUint16(10, DOS_TIME, true);
-    lv.setUint16(12, DOS_DATE, true);
-    lv.setUint32(14, crc, true);
-    lv.setUint32(18, data.length, true);
-    lv.setUint32(22, data.length, true);
-    lv.setUint16(26, name.length, true);
+    writeEntryFields(lv, 4, fields);
     local.set(name, 30);
     const central = new Uint8Array(46 + name.length);
     const cv = new DataView(central.buffer);
     cv.setUint32(0, 0x02014b50, true);
     cv.setUint16(4, 20, true);
-    cv.setUint16(6, 20, true);
-    cv.setUint16(8, UTF8_FLAG, true);
-    cv.setUint16(12, DOS_TIME, true);
-    cv.setUint16(14, DOS_DATE, true);
-    cv.setUint32(16, crc, true);
-    cv.setUint32(20, data.length, true);
-    cv.setUint32(24, data.length, true);
-    cv.setUint16(28, name.length, true);
+    writeEntryFields(cv, 6, fields);
     // Regular file, rw-r--r--, in the upper half of the external attributes (Unix).
     cv.setUint32(38, (0o100644 << 16) >>> 0, true);
     cv.setUint32(42, offset, true);

@@ -43,14 +43,7 @@ export async function writeFileAtomic(
   const file = await Deno.open(temp, { write: true, createNew: true, mode: 0o600 });
   let renamed = false;
   try {
-    try {
-      const bytes = new TextEncoder().encode(text);
-      let written = 0;
-      while (written < bytes.length) written += await file.write(bytes.subarray(written));
-      await file.sync();
-    } finally {
-      file.close();
-    }
+    await writeSyncClose(file, text);
     // The mode given at creation is masked by the umask; set it exactly.
     if (Deno.build.os !== "windows") await Deno.chmod(temp, mode);
     await Deno.rename(temp, target);
@@ -59,6 +52,26 @@ export async function writeFileAtomic(
     if (!renamed) await Deno.remove(temp).catch(() => {});
   }
   return target;
+}
+
+/**
+ * Writes all of a text to a file opened for writing, flushes it to disk and closes it (on every
+ * path): a short write is continued, so a full disk fails here rather than truncating the file.
+ *
+ * @param file The open file; closed when this returns or throws.
+ * @param text Its contents.
+ * @returns Nothing.
+ * @throws {Deno.errors.NoSpaceLeft} And other file system errors.
+ */
+export async function writeSyncClose(file: Deno.FsFile, text: string): Promise<void> {
+  try {
+    const bytes = new TextEncoder().encode(text);
+    let written = 0;
+    while (written < bytes.length) written += await file.write(bytes.subarray(written));
+    await file.sync();
+  } finally {
+    file.close();
+  }
 }
 
 /**

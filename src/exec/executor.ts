@@ -11,7 +11,7 @@ import type { Logger } from "../log.ts";
 import type { Metrics } from "../metrics.ts";
 import { explainDenied } from "../policy/denied_access.ts";
 import type { PendingCalls } from "../policy/approvals.ts";
-import { type GrantedPermissions, narrowPermissions } from "../policy/permissions.ts";
+import { narrowPermissions } from "../policy/permissions.ts";
 import { LOCAL_PRINCIPAL } from "../principals.ts";
 import { HostPrivacy } from "../privacy/host.ts";
 import type { SkillLanguage, SkillStore } from "../skills/store.ts";
@@ -32,11 +32,8 @@ import {
   type RunStart,
 } from "./run.ts";
 import { recordRun } from "./run_audit.ts";
-import type { LanguageRuntime, Lease } from "./runtime.ts";
+import { type LanguageRuntime, type Lease, skillRuns } from "./runtime.ts";
 import { KeptOutputs } from "./shared_outputs.ts";
-
-/** The default profile: a child's own workspace and nothing else. */
-const NO_GRANTS: GrantedPermissions = { net: [], read: [], write: [], deny: [] };
 
 /**
  * Runs code in sandbox children under the admin's settings: TypeScript in Deno children,
@@ -278,20 +275,7 @@ export class Executor {
         tokenizer: run.tokenizer,
         outputs,
         remainingMs: () => timeoutMs - (performance.now() - started) + hold.heldMs,
-        // A Python caller's read grants stay in its own child: its TypeScript skills get none.
-        lease: (skill, args, timeoutMs) =>
-          this.#runtimes[skill.language].lease({
-            code: skill.code,
-            granted: language === "typescript" ? granted : NO_GRANTS,
-            deadline: { timeoutMs, signal: requestSignal },
-            principal,
-            args,
-          }),
-        inline: (skill) =>
-          this.#runtimes[skill.language].inlineSkill(
-            skill.code,
-            language === "typescript" ? granted : NO_GRANTS,
-          ),
+        ...skillRuns(this.#runtimes, { language, granted, principal, signal: requestSignal }),
       };
       const served = serveRequests(this.#services, context);
       const result = await leased.run({

@@ -2,7 +2,8 @@
  * The seam between the executor and a language: a {@linkcode LanguageRuntime} leases a child of
  * its language for a run, says how a skill's body runs in such a child, prepares the caches its
  * start-up needs (`code-executor prepare`), and closes its children. The executor holds one per
- * language (`languages.ts` lists them) and knows nothing else of either.
+ * language (`languages.ts` lists them) and knows nothing else of either: {@linkcode skillRuns}
+ * gives a skill that a run calls to its own language's runtime.
  *
  * @module
  */
@@ -14,6 +15,7 @@ import type { RunLimits } from "./child/execution.ts";
 import type { SandboxLocations } from "./child/files.ts";
 import type { ChildReaper } from "./child/reaper.ts";
 import type { ExecutionResult } from "./result.ts";
+import type { RunContext } from "./run.ts";
 
 /** How long a run may still take, and its cancellation. */
 export interface Deadline {
@@ -116,6 +118,48 @@ export interface RuntimeContext {
   closing: AbortSignal;
   /** Disposes used children off the response path, and every leased one at close. */
   reaper: ChildReaper;
+}
+
+/** The default profile: a child's own workspace and nothing else. */
+const NO_GRANTS: GrantedPermissions = { net: [], read: [], write: [], deny: [] };
+
+/** What the caller of a skill is, as its skills' runs see it. */
+export interface SkillCaller {
+  /** The language of the caller's code. */
+  language: SkillLanguage;
+  /** The caller's grants. */
+  granted: GrantedPermissions;
+  /** Who runs. */
+  principal: string;
+  /** Aborted when the caller's run ends: a nested run stops with it. */
+  signal: AbortSignal;
+}
+
+/**
+ * How a run's skills run: a nested run leases a child of the skill's language, an inline one
+ * takes the fields of the skill's language. A Python caller's read grants stay in its own child:
+ * its TypeScript skills get none.
+ *
+ * @param runtimes The executor's runtime of each language.
+ * @param caller The calling run.
+ * @returns The run context's `lease` and `inline`.
+ */
+export function skillRuns(
+  runtimes: Record<SkillLanguage, LanguageRuntime>,
+  caller: SkillCaller,
+): Pick<RunContext, "lease" | "inline"> {
+  const granted = caller.language === "typescript" ? caller.granted : NO_GRANTS;
+  return {
+    lease: (skill, args, timeoutMs) =>
+      runtimes[skill.language].lease({
+        code: skill.code,
+        granted,
+        deadline: { timeoutMs, signal: caller.signal },
+        principal: caller.principal,
+        args,
+      }),
+    inline: (skill) => runtimes[skill.language].inlineSkill(skill.code, granted),
+  };
 }
 
 /** The limits of the run that {@linkcode LanguageRuntime.prepare} makes; a cold one is well under. */

@@ -12,6 +12,7 @@
 import { isAbsolute, join, resolve } from "node:path";
 import { CodeExecutorError } from "../errors.ts";
 import { homeDataDir, ownConfigDir } from "../config/paths.ts";
+import { writeSyncClose } from "../config/safe_write.ts";
 import { sha256Hex } from "../_util.ts";
 import type { Settings } from "../config/settings.ts";
 
@@ -188,14 +189,7 @@ export async function readPlainFile(path: string, maxBytes: number): Promise<Uin
  */
 export async function writeNewFile(path: string, text: string): Promise<void> {
   const file = await Deno.open(path, { write: true, createNew: true, mode: 0o644 });
-  try {
-    const bytes = new TextEncoder().encode(text);
-    let written = 0;
-    while (written < bytes.length) written += await file.write(bytes.subarray(written));
-    await file.sync();
-  } finally {
-    file.close();
-  }
+  await writeSyncClose(file, text);
 }
 
 /**

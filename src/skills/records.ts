@@ -162,23 +162,11 @@ export class VersionReader {
     version: number | undefined,
   ): Promise<SkillRecord> {
     const skillMd = join(dir, "SKILL.md");
-    let text: string;
-    try {
-      text = new TextDecoder("utf-8", { fatal: true }).decode(
-        await readPlainFile(skillMd, this.#limits.maxSkillMdBytes),
-      );
-    } catch (error) {
-      if (error instanceof Deno.errors.NotFound) {
-        throw new CodeExecutorError(
-          "SkillInvalid",
-          `Skill ${dir} has no SKILL.md: remove the directory`,
-        );
-      }
-      if (error instanceof TypeError) {
-        throw new CodeExecutorError("SkillInvalid", `${skillMd} is not UTF-8`);
-      }
-      throw error;
-    }
+    const text = await readSkillText(
+      skillMd,
+      this.#limits.maxSkillMdBytes,
+      `Skill ${dir} has no SKILL.md: remove the directory`,
+    );
     const meta = parseSkillMarkdown(text, skillMd);
     if (meta.name !== name) {
       throw new CodeExecutorError(
@@ -193,23 +181,33 @@ export class VersionReader {
       );
     }
     const codePath = join(dir, CODE_FILE[meta.language]);
-    let code: string;
-    try {
-      code = new TextDecoder("utf-8", { fatal: true }).decode(
-        await readPlainFile(codePath, this.#limits.maxCodeBytes),
-      );
-    } catch (error) {
-      if (error instanceof Deno.errors.NotFound) {
-        throw new CodeExecutorError(
-          "SkillInvalid",
-          `Skill ${dir} has no ${CODE_FILE[meta.language]}`,
-        );
-      }
-      if (error instanceof TypeError) {
-        throw new CodeExecutorError("SkillInvalid", `${codePath} is not UTF-8`);
-      }
-      throw error;
-    }
+    const code = await readSkillText(
+      codePath,
+      this.#limits.maxCodeBytes,
+      `Skill ${dir} has no ${CODE_FILE[meta.language]}`,
+    );
     return { ...meta, code, latest: version === undefined, scope: root.scope, dir };
+  }
+}
+
+/**
+ * Reads one file of a skill's directory as UTF-8.
+ *
+ * @param path The file.
+ * @param maxBytes The most it may hold.
+ * @param missing The message when it does not exist.
+ * @returns Its text.
+ * @throws {CodeExecutorError} `SkillInvalid` when it is missing or not UTF-8; any other error of
+ *   reading it as it is.
+ */
+async function readSkillText(path: string, maxBytes: number, missing: string): Promise<string> {
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(await readPlainFile(path, maxBytes));
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) throw new CodeExecutorError("SkillInvalid", missing);
+    if (error instanceof TypeError) {
+      throw new CodeExecutorError("SkillInvalid", `${path} is not UTF-8`);
+    }
+    throw error;
   }
 }

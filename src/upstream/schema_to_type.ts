@@ -9,6 +9,7 @@
  * @module
  */
 import { isPlainObject } from "../_util.ts";
+import { resolvePointer } from "../schema_limits.ts";
 import { oneLineDoc, stringLiteral } from "./untrusted_text.ts";
 
 /** Options for {@linkcode schemaToType}. */
@@ -322,33 +323,6 @@ function intersection(types: Rendered[]): Rendered {
 
 function primary(text: string): Rendered {
   return { text, binding: "primary" };
-}
-
-/**
- * Looks up a local JSON Pointer reference (`#`, `#/$defs/X`, …) in own properties only.
- *
- * @param ref The `$ref` value; anything not starting with `#` resolves to nothing.
- * @param root The document the pointer is relative to.
- * @returns The referenced value, or undefined when it does not exist.
- */
-export function resolvePointer(ref: string, root: unknown): unknown {
-  if (!ref.startsWith("#")) return undefined;
-  let pointer: string;
-  try {
-    pointer = decodeURIComponent(ref.slice(1));
-  } catch {
-    return undefined;
-  }
-  if (pointer === "") return root;
-  if (!pointer.startsWith("/")) return undefined;
-  let node = root;
-  for (const raw of pointer.slice(1).split("/")) {
-    const segment = raw.replaceAll("~1", "/").replaceAll("~0", "~");
-    if (Array.isArray(node) && /^(0|[1-9][0-9]*)$/.test(segment)) node = node[Number(segment)];
-    else if (isPlainObject(node) && Object.hasOwn(node, segment)) node = node[segment];
-    else return undefined;
-  }
-  return node;
 }
 
 function describe(schema: unknown, context: Context): string {
