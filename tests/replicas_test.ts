@@ -43,6 +43,7 @@ import {
   samplingRetry,
   type SentRun,
   servedBy,
+  sessionHeaders,
   sessionRequest,
   startCluster,
   taggedClient,
@@ -413,10 +414,7 @@ Deno.test({
           const forged = await fetch(other.serve.url, {
             method: "POST",
             headers: {
-              "content-type": "application/json",
-              accept: "application/json, text/event-stream",
-              "mcp-session-id": sessionId,
-              "mcp-protocol-version": "2025-11-25",
+              ...sessionHeaders(sessionId),
               "x-code-executor-forward": `v1.${Date.now()}.bm9uY2U.${btoa("http:default")}.${
                 btoa(home.id)
               }.AAAA`,
