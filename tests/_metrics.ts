@@ -9,6 +9,7 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals } from "./_assert.ts";
+import { commandSucceeds } from "./_command.ts";
 import { ROOT } from "./_env.ts";
 
 /** One sample line. */
@@ -43,17 +44,8 @@ const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
  *
  * @returns True when its parser imports.
  */
-export async function hasPrometheusParser(): Promise<boolean> {
-  try {
-    const { code } = await new Deno.Command(PYTHON, {
-      args: ["-c", "import prometheus_client.parser"],
-      stdout: "null",
-      stderr: "null",
-    }).output();
-    return code === 0;
-  } catch {
-    return false;
-  }
+export function hasPrometheusParser(): Promise<boolean> {
+  return commandSucceeds(PYTHON, ["-c", "import prometheus_client.parser"]);
 }
 
 /** Why the tests that parse `/metrics` were skipped. */

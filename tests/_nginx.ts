@@ -8,6 +8,7 @@
 import { join } from "node:path";
 import { assert } from "./_assert.ts";
 import { ROOT } from "./_env.ts";
+import { spawnReadingStderr } from "./_command.ts";
 import { exitOrKill } from "./_proc.ts";
 
 /** deploy/nginx.conf. */
@@ -174,16 +175,9 @@ export async function startNginx(nginx: string, replicaPorts: readonly number[])
       conf,
       renderNginxConf(template, { listen: port, replicas: replicaPorts }),
     );
-    const child = new Deno.Command(nginx, {
+    const { child, stderr: chunks, drained } = spawnReadingStderr(nginx, {
       args: ["-p", `${dir}/`, "-c", conf, "-e", "stderr", "-g", "daemon off;"],
-      stdin: "null",
-      stdout: "null",
-      stderr: "piped",
-    }).spawn();
-    const chunks: string[] = [];
-    const drained = child.stderr.pipeThrough(new TextDecoderStream()).pipeTo(
-      new WritableStream({ write: (chunk) => void chunks.push(chunk) }),
-    );
+    });
     let exited = false;
     const status = child.status.finally(() => exited = true);
     const deadline = Date.now() + 15_000;

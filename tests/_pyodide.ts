@@ -41,6 +41,27 @@ export const snapshotPath = await ensurePyodideSnapshot({
 export const LIMITS: PyRunLimits = { timeoutMs: 20_000, maxOutputBytes: 100 * 1024 };
 
 /**
+ * The options a test's Python child starts with: the files, caches and snapshot above, 512 MB.
+ *
+ * @param tempRoot Where the child makes its sandbox directory.
+ * @returns Options for `PyChild.spawn()`; spread over them to change one.
+ */
+export function testChildOptions(tempRoot: string): PyChildOptions {
+  return {
+    denoPath: Deno.execPath(),
+    hostPath,
+    workerPath,
+    inboxPath,
+    pyodideDir,
+    snapshotPath,
+    tempRoot,
+    denoDir,
+    memoryMb: 512,
+    log: createLogger("error"),
+  };
+}
+
+/**
  * Spawns a ready Python child under a fresh temp root, runs `fn`, then disposes of the child and
  * checks that neither its process nor its directory is left.
  *
@@ -55,19 +76,7 @@ export async function withPyChild<T>(
   const tempRoot = await Deno.makeTempDir({ prefix: "ce-py-" });
   let child: PyChild | undefined;
   try {
-    child = await PyChild.spawn({
-      denoPath: Deno.execPath(),
-      hostPath,
-      workerPath,
-      inboxPath,
-      pyodideDir,
-      snapshotPath,
-      tempRoot,
-      denoDir,
-      memoryMb: 512,
-      log: createLogger("error"),
-      ...options,
-    });
+    child = await PyChild.spawn({ ...testChildOptions(tempRoot), ...options });
     assert(await child.ready, "the Python child did not start");
     return await fn(child);
   } finally {

@@ -8,22 +8,15 @@
 import { Buffer } from "node:buffer";
 import { createHash } from "node:crypto";
 import { Redis } from "ioredis";
+import { commandSucceeds } from "./_command.ts";
 
 /**
  * Whether redis-server is installed.
  *
  * @returns True when `redis-server --version` runs.
  */
-export async function hasRedisServer(): Promise<boolean> {
-  try {
-    return (await new Deno.Command("redis-server", {
-      args: ["--version"],
-      stdout: "null",
-      stderr: "null",
-    }).output()).success;
-  } catch {
-    return false;
-  }
+export function hasRedisServer(): Promise<boolean> {
+  return commandSucceeds("redis-server", ["--version"]);
 }
 
 /** Why the Redis tests were skipped, printed once. */

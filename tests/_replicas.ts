@@ -310,6 +310,23 @@ export function replicaOfPid(replicas: Replica[], pid: unknown): Replica | undef
 }
 
 /**
+ * The headers of a JSON-RPC POST in a 2025-era session, sent by hand rather than by a client.
+ *
+ * @param sessionId The `Mcp-Session-Id`.
+ * @param token The caller's bearer token; none for a request that must not carry one.
+ * @returns The headers.
+ */
+export function sessionHeaders(sessionId: string, token?: string): Record<string, string> {
+  return {
+    ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
+    "content-type": "application/json",
+    accept: "application/json, text/event-stream",
+    "mcp-session-id": sessionId,
+    "mcp-protocol-version": "2025-11-25",
+  };
+}
+
+/**
  * POSTs `tools/list` in a 2025-era session straight to a URL (a replica, or the balancer).
  *
  * @param url Where.
@@ -324,13 +341,7 @@ export async function sessionRequest(
 ): Promise<{ status: number; error?: { code: number; message: string } }> {
   const response = await fetch(url, {
     method: "POST",
-    headers: {
-      authorization: `Bearer ${token}`,
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      "mcp-session-id": sessionId,
-      "mcp-protocol-version": "2025-11-25",
-    },
+    headers: sessionHeaders(sessionId, token),
     body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
   });
   const text = await response.text();

@@ -13,6 +13,7 @@
  * @module
  */
 import { fileURLToPath } from "node:url";
+import { decodeOutput, pipedCommand } from "./_command.ts";
 
 /** `tests/third_party/deno.json`, for `deno run --config` of a test-only npm package. */
 export const THIRD_PARTY_CONFIG = fileURLToPath(new URL("third_party/deno.json", import.meta.url));
@@ -109,15 +110,7 @@ async function attempt(
   limitMs: number,
   stallMs: number | undefined,
 ): Promise<ThirdPartyRun | Stopped> {
-  const child = new Deno.Command(command, {
-    args,
-    cwd: options.cwd,
-    env: options.env,
-    clearEnv: options.clearEnv,
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
+  const child = pipedCommand(command, args, options).spawn();
   const output = child.output();
   const started = Date.now();
   let reason: string | undefined;
@@ -147,13 +140,7 @@ async function attempt(
     clearTimeout(timer);
   }
   if (reason !== undefined) await stop(child, exited);
-  const result = await output;
-  const decoder = new TextDecoder();
-  const run = {
-    code: result.code,
-    stdout: decoder.decode(result.stdout),
-    stderr: decoder.decode(result.stderr),
-  };
+  const run = decodeOutput(await output);
   return reason === undefined ? run : { reason, run };
 }
 

@@ -11,6 +11,7 @@
  * @module
  */
 import { assert, assertEquals, assertMatch, assertRejects } from "./_assert.ts";
+import { warnUnless } from "./_command.ts";
 import { resolveSettings } from "../src/config/settings.ts";
 import { createLogger } from "../src/log.ts";
 import { defaultReplicaId, internalUrlOf, joinCluster } from "../src/server/forwarding.ts";
@@ -22,7 +23,7 @@ import { FORWARD_HEADER, verifyForward } from "../src/state/forward.ts";
 import { RedisStateStore } from "../src/state/redis_store.ts";
 import { freePort, hasRedisServer, REDIS_MISSING, RedisServer } from "./_redis.ts";
 import { type HttpServer, startHttpServer } from "./_http_server.ts";
-import { clusterEnv, STATE_KEY } from "./_replicas.ts";
+import { clusterEnv, sessionHeaders, STATE_KEY } from "./_replicas.ts";
 import { hasPrometheusParser, PARSER_MISSING, scrape, valueOf } from "./_metrics.ts";
 
 function httpSettings(http: Record<string, unknown> = {}) {
@@ -96,10 +97,8 @@ Deno.test({
   },
 });
 
-const REDIS = await hasRedisServer();
-if (!REDIS) console.warn(REDIS_MISSING);
-const PARSER = await hasPrometheusParser();
-if (!PARSER) console.warn(PARSER_MISSING);
+const REDIS = warnUnless(await hasRedisServer(), REDIS_MISSING);
+const PARSER = warnUnless(await hasPrometheusParser(), PARSER_MISSING);
 const TOKEN = "forwarding-test-token-0123456789";
 
 /** A replica's peer played by the test: registered in the store, answering as it is told. */
@@ -143,14 +142,7 @@ function fakePeer(): { peer: FakePeer; url: URL } {
 function legacyRequest(url: URL, sessionId: string, token = TOKEN, extra: HeadersInit = {}) {
   return fetch(url, {
     method: "POST",
-    headers: {
-      authorization: `Bearer ${token}`,
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      "mcp-session-id": sessionId,
-      "mcp-protocol-version": "2025-11-25",
-      ...extra,
-    },
+    headers: { ...sessionHeaders(sessionId, token), ...extra },
     body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/list" }),
   });
 }
@@ -231,13 +223,7 @@ Deno.test({
       // The same header replayed at a replica: refused, nothing served.
       const replayed = await fetch(replica.url, {
         method: "POST",
-        headers: {
-          "content-type": "application/json",
-          accept: "application/json, text/event-stream",
-          "mcp-session-id": sessionId,
-          "mcp-protocol-version": "2025-11-25",
-          [FORWARD_HEADER]: header,
-        },
+        headers: { ...sessionHeaders(sessionId), [FORWARD_HEADER]: header },
         body: got.body,
       });
       assertEquals(replayed.status, 403);

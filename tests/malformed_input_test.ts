@@ -196,6 +196,17 @@ class RawServer {
   }
 }
 
+/** Runs `fn` against a fresh {@linkcode RawServer}, then closes it and checks that it exited 0. */
+async function withRawServer(fn: (server: RawServer) => Promise<void>): Promise<void> {
+  const server = await RawServer.start();
+  try {
+    await fn(server);
+  } finally {
+    const { status, stderr } = await server.close();
+    assertEquals(status.code, 0, stderr);
+  }
+}
+
 function structured(message: Message): Record<string, unknown> {
   return (message.result?.structuredContent ?? {}) as Record<string, unknown>;
 }
@@ -230,9 +241,8 @@ function parseErrors(server: RawServer): Message[] {
   return server.messages.filter((m) => m.error?.code === -32700 && m.id === null);
 }
 
-Deno.test("serve answers malformed tools/call arguments with errors and keeps serving", async (t) => {
-  const server = await RawServer.start();
-  try {
+Deno.test("serve answers malformed tools/call arguments with errors and keeps serving", (t) =>
+  withRawServer(async (server) => {
     const cases: Array<[string, Record<string, unknown>, RegExp]> = [
       ["code as a number", { code: 42 }, /\bcode\b/],
       ["timeoutMs as a string", { code: "return 1", timeoutMs: "soon" }, /\btimeoutMs\b/],
@@ -288,15 +298,10 @@ Deno.test("serve answers malformed tools/call arguments with errors and keeps se
       );
       await server.assertServing();
     });
-  } finally {
-    const { status, stderr } = await server.close();
-    assertEquals(status.code, 0, stderr);
-  }
-});
+  }));
 
-Deno.test("serve answers lines that are not JSON-RPC with JSON-RPC errors and keeps serving", async (t) => {
-  const server = await RawServer.start();
-  try {
+Deno.test("serve answers lines that are not JSON-RPC with JSON-RPC errors and keeps serving", (t) =>
+  withRawServer(async (server) => {
     const notJson: Array<[string, string | Uint8Array]> = [
       ["a line that is not JSON", "hello, server\n"],
       ["raw NUL bytes", new Uint8Array([0, 0, 0, 10])],
@@ -371,15 +376,10 @@ Deno.test("serve answers lines that are not JSON-RPC with JSON-RPC errors and ke
       assertEquals(response.error?.code, -32601, JSON.stringify(response));
       await server.assertServing();
     });
-  } finally {
-    const { status, stderr } = await server.close();
-    assertEquals(status.code, 0, stderr);
-  }
-});
+  }));
 
-Deno.test("serve refuses 10 MB of code in one line and keeps serving", async () => {
-  const server = await RawServer.start();
-  try {
+Deno.test("serve refuses 10 MB of code in one line and keeps serving", () =>
+  withRawServer(async (server) => {
     const id = server.id();
     await server.send({
       jsonrpc: "2.0",
@@ -393,15 +393,10 @@ Deno.test("serve refuses 10 MB of code in one line and keeps serving", async () 
     const response = await server.response(id, 30_000);
     assertRefused(response, /limits\.maxCodeBytes/);
     await server.assertServing();
-  } finally {
-    const { status, stderr } = await server.close();
-    assertEquals(status.code, 0, stderr);
-  }
-});
+  }));
 
-Deno.test("serve answers 20 MB without a newline with an error and keeps serving", async () => {
-  const server = await RawServer.start();
-  try {
+Deno.test("serve answers 20 MB without a newline with an error and keeps serving", () =>
+  withRawServer(async (server) => {
     const before = server.messages.length;
     // In pieces, so that a server that stops reading does not block this test's write.
     const piece = "y".repeat(MiB);
@@ -416,15 +411,10 @@ Deno.test("serve answers 20 MB without a newline with an error and keeps serving
       "no error for the oversized line",
     );
     await server.assertServing();
-  } finally {
-    const { status, stderr } = await server.close();
-    assertEquals(status.code, 0, stderr);
-  }
-});
+  }));
 
-Deno.test("serve answers 1,000 requests sent without waiting, each exactly once", async () => {
-  const server = await RawServer.start();
-  try {
+Deno.test("serve answers 1,000 requests sent without waiting, each exactly once", () =>
+  withRawServer(async (server) => {
     const runs = new Map<number, number>();
     const unknownTools = new Set<number>();
     const lines: string[] = [];
@@ -468,8 +458,4 @@ Deno.test("serve answers 1,000 requests sent without waiting, each exactly once"
     }
     for (const id of unknownTools) assertRefused(server.responsesTo(id)[0], /no_such_tool_\d+/);
     await server.assertServing();
-  } finally {
-    const { status, stderr } = await server.close();
-    assertEquals(status.code, 0, stderr);
-  }
-});
+  }));

@@ -10,6 +10,7 @@
 import type { Client } from "@modelcontextprotocol/client";
 import { join } from "node:path";
 import { assert, assertEquals, assertFails, assertReturns } from "./_assert.ts";
+import { warnUnless } from "./_command.ts";
 import { callRun, connect } from "./_client.ts";
 import { fixtureServer, npmServer } from "./_env.ts";
 import { withTempDir } from "./_fs.ts";
@@ -31,10 +32,8 @@ import { resolveSettings } from "../src/config/settings.ts";
 import { Metrics, runOutcome } from "../src/metrics.ts";
 import { openSharedState } from "../src/state/shared_state.ts";
 
-const parser = await hasPrometheusParser();
-if (!parser) console.warn(PARSER_MISSING);
-const redis = await hasRedisServer();
-if (!redis) console.warn(REDIS_MISSING);
+const parser = warnUnless(await hasPrometheusParser(), PARSER_MISSING);
+const redis = warnUnless(await hasRedisServer(), REDIS_MISSING);
 
 const TOKEN = "metrics-token-0123456789abcdef";
 

@@ -48,6 +48,16 @@ async function makeTree(root: string): Promise<Tree> {
   return tree;
 }
 
+/** Paths through the links {@linkcode makeTree} plants in `data`, each leading out of the grant. */
+function throughLinks(data: string): string[] {
+  return [
+    join(data, "to_outside"),
+    join(data, "to_other"),
+    join(data, "sub", "up_and_out"),
+    join(data, "other_dir", "secret.txt"),
+  ];
+}
+
 async function withFilesServer(
   fn: (server: ServerHarness, tree: Tree) => Promise<void>,
 ): Promise<void> {
@@ -102,10 +112,7 @@ Deno.test("run_python reads a granted directory read-only, and nothing else of t
         join(data, "..", "..", "outside", "secret.txt"),
         join(other, "secret.txt"),
         join(outside, "secret.txt"),
-        join(data, "to_outside"),
-        join(data, "to_other"),
-        join(data, "sub", "up_and_out"),
-        join(data, "other_dir", "secret.txt"),
+        ...throughLinks(data),
         "/proc/self/environ",
         "/proc/self/cmdline",
         "/proc/1/status",
@@ -122,10 +129,7 @@ Deno.test("run_python reads a granted directory read-only, and nothing else of t
       const paths = [
         join(outside, "secret.txt"),
         join(other, "secret.txt"),
-        join(data, "to_outside"),
-        join(data, "to_other"),
-        join(data, "sub", "up_and_out"),
-        join(data, "other_dir", "secret.txt"),
+        ...throughLinks(data),
         "/proc/self/environ",
         "/etc/passwd",
       ];

@@ -22,7 +22,7 @@ import { assert, assertEquals, assertMatch, describeResult, type RunResult } fro
 import { MEMORY } from "./_pins.ts";
 import { denoDir, npmServer, ROOT } from "./_env.ts";
 import { eventually, exitOrKill, pidsWithEnv, sandboxDirs } from "./_proc.ts";
-import { describeRun, runCommand } from "./_command.ts";
+import { describeRun, runCommand, spawnReadingStderr } from "./_command.ts";
 import { writeFileWithParents } from "./_fs.ts";
 import { callRun, connect } from "./_client.ts";
 import { type JsrRegistry, startJsrRegistry } from "./fixtures/jsr_registry.ts";
@@ -343,19 +343,12 @@ Deno.test("the package published to a JSR registry runs from `deno run jsr:` and
 
     await t.step("the installed command serves over HTTP, to both protocol eras", async () => {
       const token = `registry-install-${crypto.randomUUID()}`;
-      const child = new Deno.Command(shim, {
+      const { child, stderr: chunks, drained } = spawnReadingStderr(shim, {
         args: ["serve", "--http", "--port", "0"],
         cwd: viaInstall.cwd,
         clearEnv: true,
         env: { ...userEnv(viaInstall, registry), CODE_EXECUTOR_HTTP_TOKEN: token },
-        stdin: "null",
-        stdout: "null",
-        stderr: "piped",
-      }).spawn();
-      const chunks: string[] = [];
-      const drained = child.stderr.pipeThrough(new TextDecoderStream()).pipeTo(
-        new WritableStream({ write: (chunk) => void chunks.push(chunk) }),
-      );
+      });
       const stderr = () => chunks.join("");
       let exited: Deno.CommandStatus | undefined;
       child.status.then((status) => exited = status);

@@ -43,6 +43,7 @@ import {
   samplingRetry,
   type SentRun,
   servedBy,
+  sessionHeaders,
   sessionRequest,
   startCluster,
   taggedClient,
@@ -57,6 +58,24 @@ const RUNS = 90;
 const WORKERS = 12;
 const PARKED = 6;
 const SESSION_CALLS = 8;
+
+/**
+ * Runs Python in a session that counts its runs there and returns `[count, pid of the replica's
+ * upstream fixture]`; `tag` names the run in the balancer's log.
+ */
+function runSessionCounter(client: Client, tag: string, session: string) {
+  return callRun(
+    client,
+    "run_python",
+    [
+      `# run ${tag}`,
+      "n = globals().get('n', 0) + 1",
+      'pid = int(await call_mcp_tool("mcp__fixture__pid", {}))',
+      "[n, pid]",
+    ].join("\n"),
+    { session, timeoutMs: 120_000 },
+  );
+}
 
 function counts(replicas: Replica[], served: Replica[]): Record<string, number> {
   return Object.fromEntries(replicas.map((r) => [r.id, served.filter((s) => s === r).length]));
@@ -268,17 +287,7 @@ Deno.test({
           const homes = new Map<string, Replica>();
           await Promise.all(names.map(async (name) => {
             for (let call = 1; call <= SESSION_CALLS; call++) {
-              const result = await callRun(
-                client,
-                "run_python",
-                [
-                  `# run py-${name}-${call}`,
-                  "n = globals().get('n', 0) + 1",
-                  'pid = int(await call_mcp_tool("mcp__fixture__pid", {}))',
-                  "[n, pid]",
-                ].join("\n"),
-                { session: name, timeoutMs: 120_000 },
-              );
+              const result = await runSessionCounter(client, `py-${name}-${call}`, name);
               const [n, pid] = result.returnValue as [number, number];
               assertEquals(n, call, `session ${name}, call ${call}: ${JSON.stringify(result)}`);
               const home = replicaOfPid(replicas, pid);
@@ -349,17 +358,7 @@ Deno.test({
           }
           await Promise.all(sessions.map(async ({ client, sessionId, home }, s) => {
             for (let call = 1; call <= SESSION_CALLS; call++) {
-              const result = await callRun(
-                client,
-                "run_python",
-                [
-                  `# run legacy-${s}-${call}`,
-                  "n = globals().get('n', 0) + 1",
-                  'pid = int(await call_mcp_tool("mcp__fixture__pid", {}))',
-                  "[n, pid]",
-                ].join("\n"),
-                { session: `counter-${s}`, timeoutMs: 120_000 },
-              );
+              const result = await runSessionCounter(client, `legacy-${s}-${call}`, `counter-${s}`);
               assertEquals(
                 result.returnValue,
                 [call, home.fixturePid],
@@ -413,10 +412,7 @@ Deno.test({
           const forged = await fetch(other.serve.url, {
             method: "POST",
             headers: {
-              "content-type": "application/json",
-              accept: "application/json, text/event-stream",
-              "mcp-session-id": sessionId,
-              "mcp-protocol-version": "2025-11-25",
+              ...sessionHeaders(sessionId),
               "x-code-executor-forward": `v1.${Date.now()}.bm9uY2U.${btoa("http:default")}.${
                 btoa(home.id)
               }.AAAA`,

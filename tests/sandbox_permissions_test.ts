@@ -8,20 +8,11 @@ import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { leftovers } from "./_proc.ts";
 import { withExecutor } from "./_executor.ts";
+import { startCounter } from "./_counter.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
 
 function describe(result: ExecutionResult): string {
   return JSON.stringify({ ok: result.ok, error: result.error, returnValue: result.returnValue });
-}
-
-/** A loopback HTTP server that counts the requests it gets. */
-function startCounter(): { port: number; requests: string[]; close(): Promise<void> } {
-  const requests: string[] = [];
-  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (request) => {
-    requests.push(request.url);
-    return new Response("pong");
-  });
-  return { port: server.addr.port, requests, close: () => server.shutdown() };
 }
 
 /** Hosts that all reach the loopback server (or would, if Deno let them). */

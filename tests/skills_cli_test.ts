@@ -6,12 +6,10 @@
  * @module
  */
 import { join } from "node:path";
-import { SettingsSchema } from "../src/config/settings.ts";
-import { SkillStore } from "../src/skills/store.ts";
 import { assert, assertEquals } from "./_assert.ts";
 import { denoDir, ROOT } from "./_env.ts";
 import { withUserDirs } from "./_fs.ts";
-import { ADD } from "./_skills.ts";
+import { ADD, storeIn as store, tree as treeUnder } from "./_skills.ts";
 
 interface Dirs {
   root: string;
@@ -50,32 +48,8 @@ async function cli(
   return { code: output.code, stdout: decode(output.stdout), stderr: decode(output.stderr) };
 }
 
-function store(dirs: Dirs): SkillStore {
-  return new SkillStore(SettingsSchema.parse({}).skills, {
-    cwd: dirs.project,
-    env: { HOME: dirs.home },
-    listCacheMs: 0,
-  });
-}
-
-/** Every path under a directory, symlinks as `-> target`, files with their text. */
-async function tree(root: string): Promise<Map<string, string>> {
-  const out = new Map<string, string>();
-  const walk = async (dir: string) => {
-    for await (const entry of Deno.readDir(dir)) {
-      const path = join(dir, entry.name);
-      const rel = path.slice(root.length + 1);
-      if (rel.startsWith("home/.cache")) continue;
-      if (entry.isSymlink) out.set(rel, `-> ${await Deno.readLink(path)}`);
-      else if (entry.isDirectory) {
-        out.set(rel + "/", "");
-        await walk(path);
-      } else out.set(rel, await Deno.readTextFile(path));
-    }
-  };
-  await walk(root);
-  return out;
-}
+/** The tree the CLI's runs leave, without the Deno cache they fill under `home/`. */
+const tree = (root: string) => treeUnder(root, { skip: "home/.cache" });
 
 Deno.test("code-executor skills list, show, export, import and rm", async () => {
   await withUserDirs("skills-cli-", async (dirs) => {

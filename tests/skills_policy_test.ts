@@ -23,19 +23,10 @@ import { withTempDir } from "./_fs.ts";
 import { closeAndCheck, startServer } from "./_stdio_server.ts";
 import { startHttpServer } from "./_http_server.ts";
 import { callRun, connect } from "./_client.ts";
+import { startCounter } from "./_counter.ts";
 
 function skillsSettings(dir: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return { projectDir: join(dir, "project-skills"), userDir: join(dir, "user-skills"), ...extra };
-}
-
-/** A loopback HTTP server that counts the requests it gets. */
-function startCounter(): { port: number; requests: string[]; close(): Promise<void> } {
-  const requests: string[] = [];
-  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (request) => {
-    requests.push(request.url);
-    return new Response("pong");
-  });
-  return { port: server.addr.port, requests, close: () => server.shutdown() };
 }
 
 function saveTs(skill: Record<string, unknown>): string {

@@ -1,48 +1,11 @@
 import { assert, assertEquals, assertRejects } from "./_assert.ts";
 import { join } from "node:path";
 import { skillEntry } from "@modelcontextprotocol/server/ext/skills";
-import { SettingsSchema } from "../src/config/settings.ts";
 import { CodeExecutorError } from "../src/errors.ts";
-import { SkillStore } from "../src/skills/store.ts";
 import { parseSkillMarkdown } from "../src/skills/front_matter.ts";
 import { principalDirName } from "../src/skills/layout.ts";
 import { withUserDirs } from "./_fs.ts";
-import { ADD } from "./_skills.ts";
-
-type SkillsSettings = ReturnType<typeof SettingsSchema.parse>["skills"];
-
-function settings(overrides: Record<string, unknown> = {}): SkillsSettings {
-  return SettingsSchema.parse({ skills: overrides }).skills;
-}
-
-function storeIn(
-  dirs: { home: string; project: string },
-  overrides: Record<string, unknown> = {},
-): SkillStore {
-  return new SkillStore(settings(overrides), {
-    cwd: dirs.project,
-    env: { HOME: dirs.home },
-    listCacheMs: 0,
-  });
-}
-
-/** Every path under a directory, symlinks as `-> target`, files with their text. */
-async function tree(root: string): Promise<Map<string, string>> {
-  const out = new Map<string, string>();
-  const walk = async (dir: string) => {
-    for await (const entry of Deno.readDir(dir)) {
-      const path = join(dir, entry.name);
-      const rel = path.slice(root.length + 1);
-      if (entry.isSymlink) out.set(rel, `-> ${await Deno.readLink(path)}`);
-      else if (entry.isDirectory) {
-        out.set(rel + "/", "");
-        await walk(path);
-      } else out.set(rel, await Deno.readTextFile(path));
-    }
-  };
-  await walk(root);
-  return out;
-}
+import { ADD, storeIn, tree } from "./_skills.ts";
 
 async function assertSkillError(
   fn: () => Promise<unknown>,

@@ -7,6 +7,7 @@
  * @module
  */
 import { assert, assertEquals, assertMatch, assertRejects } from "./_assert.ts";
+import { warnUnless } from "./_command.ts";
 import { hasRedisServer, REDIS_MISSING, RedisServer } from "./_redis.ts";
 import { CodeExecutorError } from "../src/errors.ts";
 import { StateKeys } from "../src/state/keys.ts";
@@ -28,8 +29,7 @@ import {
 } from "../src/state/forward.ts";
 
 const KEY = "a-test-secret-of-at-least-32-characters!";
-const redis = await hasRedisServer();
-if (!redis) console.warn(REDIS_MISSING);
+const redis = warnUnless(await hasRedisServer(), REDIS_MISSING);
 
 /** Two replicas' views of one store, and the keys they share. */
 interface Cluster {

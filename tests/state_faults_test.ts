@@ -11,6 +11,7 @@
  */
 import type { Client } from "@modelcontextprotocol/client";
 import { assert, assertEquals, assertMatch, assertRejects, type RunResult } from "./_assert.ts";
+import { warnUnless } from "./_command.ts";
 import { callRun } from "./_client.ts";
 import { startHttpServer } from "./_http_server.ts";
 import { eventually } from "./_proc.ts";
@@ -29,10 +30,8 @@ import {
   startCluster,
 } from "./_state_cluster.ts";
 
-const redis = await hasRedisServer();
-if (!redis) console.warn(REDIS_MISSING);
-const parser = await hasPrometheusParser();
-if (!parser) console.warn(PARSER_MISSING);
+const redis = warnUnless(await hasRedisServer(), REDIS_MISSING);
+const parser = warnUnless(await hasPrometheusParser(), PARSER_MISSING);
 
 /** A run that needs no shared state: arithmetic and a tool call whose answer holds no value. */
 const PLAIN = (n: number) =>

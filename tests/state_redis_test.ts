@@ -8,6 +8,7 @@
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch, assertRejects } from "./_assert.ts";
+import { warnUnless } from "./_command.ts";
 import {
   dumpStore,
   freePort,
@@ -25,8 +26,7 @@ import { RedisStateStore } from "../src/state/redis_store.ts";
 import { openSharedState, type SharedState } from "../src/state/shared_state.ts";
 
 const KEY = "a-test-secret-of-at-least-32-characters!";
-const redis = await hasRedisServer();
-if (!redis) console.warn(REDIS_MISSING);
+const redis = warnUnless(await hasRedisServer(), REDIS_MISSING);
 
 function settingsFor(url: string, timeoutMs = 300) {
   return resolveSettings({

@@ -10,6 +10,7 @@
  * @module
  */
 import { assert, assertEquals, assertMatch, assertRejects } from "./_assert.ts";
+import { warnUnless } from "./_command.ts";
 import { callRun } from "./_client.ts";
 import { eventually } from "./_proc.ts";
 import { dumpStore, hasRedisServer, REDIS_MISSING, secretForms } from "./_redis.ts";
@@ -26,8 +27,7 @@ import {
   startCluster,
 } from "./_state_cluster.ts";
 
-const redis = await hasRedisServer();
-if (!redis) console.warn(REDIS_MISSING);
+const redis = warnUnless(await hasRedisServer(), REDIS_MISSING);
 
 const text = (result: { content?: unknown }) => JSON.stringify(result.content);
 
