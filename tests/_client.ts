@@ -1,8 +1,8 @@
 /**
  * The client side of a test: an SDK v2 client connected over Streamable HTTP in either protocol
  * era, a call of `run_typescript` or `run_python`, what a client receives (recorded ahead of its
- * own handling, and the forged lines sandbox code tries to slip into it), and the raw
- * `initialize` a 2025-era client sends first.
+ * own handling, and the forged lines sandbox code tries to slip into it), a 2026-era client that
+ * answers `input_required` rounds itself, and the raw `initialize` a 2025-era client sends first.
  *
  * @module
  */
@@ -67,6 +67,111 @@ export async function connect(
     throw new Error(`Expected the ${era} era, the client negotiated ${negotiated}`);
   }
   return client;
+}
+
+/**
+ * Connects one client per bearer token, in order, adding each to `clients` as soon as it is up,
+ * so that the caller's `finally` closes those that connected even when a later one fails.
+ *
+ * @param url The MCP endpoint.
+ * @param tokens One bearer token per client.
+ * @param clients Where each connected client is added.
+ * @returns The clients, in the order of `tokens`.
+ */
+export async function connectEach(
+  url: URL,
+  tokens: readonly string[],
+  clients: Client[],
+): Promise<Client[]> {
+  const connected: Client[] = [];
+  for (const token of tokens) {
+    const client = await connect(url, { token });
+    clients.push(client);
+    connected.push(client);
+  }
+  return connected;
+}
+
+/** One answer to a `run_typescript` call made with `allowInputRequired`: a result, or a round. */
+export interface Round {
+  /** `input_required` while the run waits for answers. */
+  resultType?: string;
+  /** The questions of an `input_required` round, by key. */
+  inputRequests?: Record<string, { method: string; params: { message: string } }>;
+  /** The state a retry sends back with its answers. */
+  requestState?: string;
+  /** Whether the final result is an error. */
+  isError?: boolean;
+  /** The final result. */
+  structuredContent?: { returnValue?: unknown; error?: { type: string; message: string } };
+}
+
+/**
+ * Calls `run_typescript` with `allowInputRequired`, so that an `input_required` round comes back
+ * to the test instead of being answered by the SDK.
+ *
+ * @param client A connected client.
+ * @param code The code.
+ * @param extra More arguments (`timeoutMs`).
+ * @param retry The retry's `inputResponses` and `requestState`, or none on the first call.
+ * @returns The round or the result.
+ */
+export function callRound(
+  client: Client,
+  code: string,
+  extra: Record<string, unknown> = {},
+  retry: Record<string, unknown> = {},
+): Promise<Round> {
+  return client.callTool(
+    { name: "run_typescript", arguments: { code, ...extra }, ...retry },
+    { allowInputRequired: true, timeout: 120_000 },
+  ) as Promise<Round>;
+}
+
+/** Options for {@linkcode manualClient}. */
+export interface ManualClientOptions {
+  /** Sent as `Authorization: Bearer <token>` on every request. */
+  token?: string;
+  /** The client's name in `clientInfo`. */
+  name?: string;
+  /** The capabilities the client declares (form elicitation by default). */
+  capabilities?: ClientOptions["capabilities"];
+}
+
+/** A 2026-era client whose `input_required` rounds are the test's to answer. */
+export interface ManualClient {
+  /** The connected client; close it when done. */
+  client: Client;
+  /** {@linkcode callRound} on this client. */
+  call(
+    code: string,
+    extra?: Record<string, unknown>,
+    retry?: Record<string, unknown>,
+  ): Promise<Round>;
+}
+
+/**
+ * Connects a 2026-era client (negotiated by probe) that does not fulfil `input_required` rounds
+ * by itself, so that a test can answer, withhold or replay them.
+ *
+ * @param url The MCP endpoint.
+ * @param options Token, name and capabilities.
+ * @returns The client and its {@linkcode callRound}.
+ */
+export async function manualClient(
+  url: URL,
+  options: ManualClientOptions = {},
+): Promise<ManualClient> {
+  const client = new Client({ name: options.name ?? "mrtr-manual", version: "1" }, {
+    capabilities: options.capabilities ?? { elicitation: { form: {} } },
+    versionNegotiation: { mode: "auto" },
+    inputRequired: { autoFulfill: false },
+  });
+  const headers: Record<string, string> = options.token === undefined
+    ? {}
+    : { authorization: `Bearer ${options.token}` };
+  await client.connect(new StreamableHTTPClientTransport(url, { requestInit: { headers } }));
+  return { client, call: (code, extra, retry) => callRound(client, code, extra, retry) };
 }
 
 /**

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { assert } from "./_assert.ts";
 import { ROOT, serverEnv, type ServerEnvOptions, writeMcpConfig, writeSettings } from "./_env.ts";
 import { eventually, exitOrKill, pidsWithEnv, sandboxDirs, sandboxPids } from "./_proc.ts";
+import { generateToken } from "../src/server/http_auth.ts";
 
 /** Options for {@linkcode startHttpServer}. */
 export interface StartHttpServerOptions extends ServerEnvOptions {
@@ -177,4 +178,34 @@ export async function startHttpServer(options: StartHttpServerOptions = {}): Pro
       }
     },
   };
+}
+
+/** What {@linkcode writeTokensFile} wrote. */
+export interface TokensFile<Name extends string> {
+  /** The file, for `http.tokensFile`. */
+  tokensFile: string;
+  /** Each principal's fresh bearer token. */
+  tokens: Record<Name, string>;
+}
+
+/**
+ * Writes an `http.tokensFile` (mode 0600, as the server demands) that gives each principal a
+ * freshly generated token, one `name token` line each in the order given.
+ *
+ * @param dir The directory to write `tokens` in.
+ * @param names The principals.
+ * @returns The file's path and the tokens by principal.
+ */
+export async function writeTokensFile<const Name extends string>(
+  dir: string,
+  names: readonly Name[],
+): Promise<TokensFile<Name>> {
+  const tokens = Object.fromEntries(names.map((name) => [name, generateToken()])) as Record<
+    Name,
+    string
+  >;
+  const tokensFile = join(dir, "tokens");
+  const lines = names.map((name) => `${name} ${tokens[name]}\n`).join("");
+  await Deno.writeTextFile(tokensFile, lines, { mode: 0o600 });
+  return { tokensFile, tokens };
 }

@@ -11,9 +11,8 @@ import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { MEMORY } from "./_pins.ts";
 import { npmServer } from "./_env.ts";
-import { startHttpServer } from "./_http_server.ts";
+import { startHttpServer, writeTokensFile } from "./_http_server.ts";
 import { callRun, connect } from "./_client.ts";
-import { generateToken } from "../src/server/http_auth.ts";
 
 const DELETE = (name: string) => `
   try {
@@ -56,10 +55,7 @@ function claimOf(message: string): { calls: Array<{ id: string; call: string }> 
 Deno.test("approvals over HTTP: 2025 sessions ask or take the pending path, bound to the principal; 2026 clients take the pending path", async () => {
   const dir = await Deno.makeTempDir({ prefix: "ce-approvals-http-" });
   const memoryFile = join(dir, "memory.jsonl");
-  const alice = generateToken();
-  const bob = generateToken();
-  const tokensFile = join(dir, "tokens");
-  await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
+  const { tokensFile, tokens: { alice, bob } } = await writeTokensFile(dir, ["alice", "bob"]);
   const server = await startHttpServer({
     settings: { http: { tokensFile } },
     upstream: { memory: npmServer(MEMORY, { env: { MEMORY_FILE_PATH: memoryFile } }) },

@@ -7,8 +7,7 @@
  *
  * @module
  */
-import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
-import { join } from "node:path";
+import type { Client } from "@modelcontextprotocol/client";
 import { assert, assertEquals, assertMatch, describeResult } from "./_assert.ts";
 import {
   callRun,
@@ -19,15 +18,8 @@ import {
   startHttpServer,
   withTempDir,
 } from "./_helpers.ts";
-import { generateToken } from "../src/server/http_auth.ts";
-
-async function tokensFile(dir: string): Promise<{ path: string; alice: string; bob: string }> {
-  const alice = generateToken();
-  const bob = generateToken();
-  const path = join(dir, "tokens");
-  await Deno.writeTextFile(path, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
-  return { path, alice, bob };
-}
+import { manualClient } from "./_client.ts";
+import { writeTokensFile } from "./_http_server.ts";
 
 async function initialize(server: HttpServer, token: string): Promise<Response> {
   const response = await postInitialize(server.url, "fair-shares", `Bearer ${token}`);
@@ -37,9 +29,9 @@ async function initialize(server: HttpServer, token: string): Promise<Response> 
 
 Deno.test("http.maxSessions: one principal's initializes leave sessions for another", async () => {
   await withTempDir("ce-fair-sessions-", async (dir) => {
-    const tokens = await tokensFile(dir);
+    const { tokensFile, tokens } = await writeTokensFile(dir, ["alice", "bob"]);
     const server = await startHttpServer({
-      settings: { http: { tokensFile: tokens.path, maxSessions: 6 } },
+      settings: { http: { tokensFile, maxSessions: 6 } },
     });
     try {
       const statuses: number[] = [];
@@ -56,9 +48,9 @@ Deno.test("http.maxSessions: one principal's initializes leave sessions for anot
 
 Deno.test("python.maxSessions: one principal's sessions leave sessions for another", async () => {
   await withTempDir("ce-fair-py-", async (dir) => {
-    const tokens = await tokensFile(dir);
+    const { tokensFile, tokens } = await writeTokensFile(dir, ["alice", "bob"]);
     const server = await startHttpServer({
-      settings: { http: { tokensFile: tokens.path }, python: { maxSessions: 2 } },
+      settings: { http: { tokensFile }, python: { maxSessions: 2 } },
     });
     const clients: Client[] = [];
     try {
@@ -114,9 +106,9 @@ async function slowPost(
 
 Deno.test("http.maxRequests: slow bodies on one principal's open session leave requests for another", async () => {
   await withTempDir("ce-fair-requests-", async (dir) => {
-    const tokens = await tokensFile(dir);
+    const { tokensFile, tokens } = await writeTokensFile(dir, ["alice", "bob"]);
     const server = await startHttpServer({
-      settings: { http: { tokensFile: tokens.path, maxRequests: 6 } },
+      settings: { http: { tokensFile, maxRequests: 6 } },
     });
     const slow: Array<{ status: Promise<number>; close(): void }> = [];
     try {
@@ -161,38 +153,19 @@ Deno.test("http.maxRequests: slow bodies on one principal's open session leave r
   });
 });
 
-type Round = {
-  resultType?: string;
-  inputRequests?: Record<string, unknown>;
-  requestState?: string;
-  structuredContent?: { returnValue?: unknown };
-};
-
 Deno.test("limits.maxConcurrent: one principal's parked runs leave slots for another", async () => {
   await withTempDir("ce-fair-slots-", async (dir) => {
-    const tokens = await tokensFile(dir);
+    const { tokensFile, tokens } = await writeTokensFile(dir, ["alice", "bob"]);
     const server = await startHttpServer({
-      settings: { http: { tokensFile: tokens.path }, limits: { maxConcurrent: 4 } },
+      settings: { http: { tokensFile }, limits: { maxConcurrent: 4 } },
     });
     const clients: Client[] = [];
     try {
-      const alice = new Client({ name: "fair-shares", version: "1" }, {
-        capabilities: { elicitation: { form: {} } },
-        versionNegotiation: { mode: "auto" },
-        inputRequired: { autoFulfill: false },
-      });
-      await alice.connect(
-        new StreamableHTTPClientTransport(server.url, {
-          requestInit: { headers: { authorization: `Bearer ${tokens.alice}` } },
-        }),
-      );
-      clients.push(alice);
+      const alice = await manualClient(server.url, { token: tokens.alice, name: "fair-shares" });
+      clients.push(alice.client);
       const ASK = `return await askUser("Go on?");`;
       const park = (retry: Record<string, unknown> = {}) =>
-        alice.callTool(
-          { name: "run_typescript", arguments: { code: ASK, timeoutMs: 60_000 }, ...retry },
-          { allowInputRequired: true, timeout: 120_000 },
-        ) as Promise<Round>;
+        alice.call(ASK, { timeoutMs: 60_000 }, retry);
       // Alice's share is 2: two runs park, the next two wait in her queue.
       const parked = [await park(), await park()];
       for (const round of parked) assertEquals(round.resultType, "input_required");

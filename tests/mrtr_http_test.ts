@@ -6,33 +6,21 @@
  *
  * @module
  */
-import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import type { Client } from "@modelcontextprotocol/client";
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { MEMORY } from "./_pins.ts";
 import { fixtureServer, npmServer } from "./_env.ts";
 import { eventually, sandboxPids } from "./_proc.ts";
-import { startHttpServer } from "./_http_server.ts";
-import { callRun, connect } from "./_client.ts";
-import { generateToken } from "../src/server/http_auth.ts";
-
-type Round = {
-  resultType?: string;
-  inputRequests?: Record<string, { method: string; params: { message: string } }>;
-  requestState?: string;
-  isError?: boolean;
-  structuredContent?: { returnValue?: unknown; error?: { type: string; message: string } };
-};
+import { startHttpServer, writeTokensFile } from "./_http_server.ts";
+import { callRun, connect, manualClient } from "./_client.ts";
 
 Deno.test("2026-era clients over HTTP: approvals, llm.ask and askUser through input_required; a parked run is its principal's", async () => {
   const dir = await Deno.makeTempDir({ prefix: "ce-mrtr-http-" });
   const memoryFile = join(dir, "memory.jsonl");
   const callLog = join(dir, "calls.log");
   await Deno.writeTextFile(callLog, "");
-  const alice = generateToken();
-  const bob = generateToken();
-  const tokensFile = join(dir, "tokens");
-  await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
+  const { tokensFile, tokens: { alice, bob } } = await writeTokensFile(dir, ["alice", "bob"]);
   const server = await startHttpServer({
     settings: {
       http: { tokensFile },
@@ -127,22 +115,9 @@ Deno.test("2026-era clients over HTTP: approvals, llm.ask and askUser through in
 
     // Bob cannot resume Alice's parked run with her requestState.
     const manual = async (token: string) => {
-      const client = new Client({ name: "mrtr-manual", version: "1" }, {
-        capabilities: { elicitation: { form: {} } },
-        versionNegotiation: { mode: "auto" },
-        inputRequired: { autoFulfill: false },
-      });
-      await client.connect(
-        new StreamableHTTPClientTransport(server.url, {
-          requestInit: { headers: { authorization: `Bearer ${token}` } },
-        }),
-      );
+      const { client, call } = await manualClient(server.url, { token });
       clients.push(client);
-      return (code: string, retry: Record<string, unknown> = {}) =>
-        client.callTool(
-          { name: "run_typescript", arguments: { code }, ...retry },
-          { allowInputRequired: true, timeout: 120_000 },
-        ) as Promise<Round>;
+      return (code: string, retry: Record<string, unknown> = {}) => call(code, {}, retry);
     };
     const asAlice = await manual(alice);
     const asBob = await manual(bob);
@@ -192,18 +167,9 @@ Deno.test("replicas: a retry that reaches another replica is refused naming both
   try {
     servers.push(await replica("ce-1"));
     const manual = async (url: URL) => {
-      const client = new Client({ name: "mrtr-manual", version: "1" }, {
-        capabilities: { elicitation: { form: {} } },
-        versionNegotiation: { mode: "auto" },
-        inputRequired: { autoFulfill: false },
-      });
-      await client.connect(new StreamableHTTPClientTransport(url));
+      const { client, call } = await manualClient(url);
       clients.push(client);
-      return (code: string, retry: Record<string, unknown> = {}) =>
-        client.callTool(
-          { name: "run_typescript", arguments: { code }, ...retry },
-          { allowInputRequired: true, timeout: 120_000 },
-        ) as Promise<Round>;
+      return (code: string, retry: Record<string, unknown> = {}) => call(code, {}, retry);
     };
     const [at0, at1] = [await manual(servers[0].url), await manual(servers[1].url)];
     const CODE = `await callMCPTool("mcp__fixture__record", { note: "r" }); return "made";`;

@@ -18,6 +18,7 @@ import {
   startApprovalServer,
 } from "./_approvals.ts";
 import { eventually, processStat, sandboxPids } from "./_proc.ts";
+import { callRound, type Round } from "./_client.ts";
 
 const MODERN = { versionNegotiation: { mode: "auto" as const } };
 
@@ -167,14 +168,6 @@ sum(kept)`);
   }
 });
 
-type Round = {
-  resultType?: string;
-  inputRequests?: Record<string, { method: string; params: { message: string } }>;
-  requestState?: string;
-  isError?: boolean;
-  structuredContent?: { returnValue?: unknown; error?: { type: string; message: string } };
-};
-
 Deno.test("requestState over stdio: tampered, replayed and expired state is refused and resumes nothing; an unanswered run ends (approval, llm.ask)", async () => {
   const server = await startApprovalServer({
     approvals: { timeoutMs: 4_000 },
@@ -182,10 +175,7 @@ Deno.test("requestState over stdio: tampered, replayed and expired state is refu
     client: { ...MODERN, inputRequired: { autoFulfill: false }, capabilities: { sampling: {} } },
   });
   const call = (code: string, retry: Record<string, unknown> = {}) =>
-    server.client.callTool(
-      { name: "run_typescript", arguments: { code }, ...retry },
-      { allowInputRequired: true, timeout: 120_000 },
-    ) as Promise<Round>;
+    callRound(server.client, code, {}, retry);
   const approve = (round: Round) => ({
     inputResponses: Object.fromEntries(
       Object.keys(round.inputRequests!).map((key) => [

@@ -12,9 +12,8 @@ import { MEMORY } from "./_pins.ts";
 import { npmServer } from "./_env.ts";
 import { withTempDir } from "./_fs.ts";
 import { startServer } from "./_stdio_server.ts";
-import { startHttpServer } from "./_http_server.ts";
-import { callRun, connect } from "./_client.ts";
-import { generateToken } from "../src/server/http_auth.ts";
+import { startHttpServer, writeTokensFile } from "./_http_server.ts";
+import { callRun, connectEach } from "./_client.ts";
 
 const CUSTOMERS = [
   { name: "Customer Jane", email: "jane.doe@example.org", phone: "+1 415-555-2671" },
@@ -204,10 +203,7 @@ Deno.test("privacy.rawServers: the code sees the real values, the model still se
 Deno.test("privacy.tokenize over HTTP: another principal cannot use a placeholder, and an expired one is refused", async () => {
   await withTempDir("ce-privacy-", async (dir) => {
     const memoryFile = join(dir, "memory.jsonl");
-    const alice = generateToken();
-    const bob = generateToken();
-    const tokensFile = join(dir, "tokens");
-    await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
+    const { tokensFile, tokens: { alice, bob } } = await writeTokensFile(dir, ["alice", "bob"]);
     const ttlMs = 3000;
     const server = await startHttpServer({
       settings: { ...SETTINGS, privacy: { tokenize: true, ttlMs }, http: { tokensFile } },
@@ -215,10 +211,7 @@ Deno.test("privacy.tokenize over HTTP: another principal cannot use a placeholde
     });
     const clients: Client[] = [];
     try {
-      const alices = await connect(server.url, { token: alice });
-      clients.push(alices);
-      const bobs = await connect(server.url, { token: bob });
-      clients.push(bobs);
+      const [alices, bobs] = await connectEach(server.url, [alice, bob], clients);
       assertEquals((await callRun(alices, "run_typescript", SEED)).error, undefined);
       const read = await callRun(alices, "run_typescript", PRINT_CUSTOMERS);
       assertNoPersonalData(read.stdout);

@@ -10,17 +10,14 @@ import type { Client } from "@modelcontextprotocol/client";
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch, describeResult } from "./_assert.ts";
 import { callRun, connect, fixtureServer, startHttpServer, withTempDir } from "./_helpers.ts";
-import { generateToken } from "../src/server/http_auth.ts";
+import { writeTokensFile } from "./_http_server.ts";
 
 const CODE =
   `return await callMCPTool("mcp__fixture__record", { note: "mail jane.doe@example.org" });`;
 
 Deno.test("an approval claim copied as the refusal shows it is accepted, with placeholders in it", async () => {
   await withTempDir("ce-claims-", async (dir) => {
-    const alice = generateToken();
-    const bob = generateToken();
-    const tokensFile = join(dir, "tokens");
-    await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
+    const { tokensFile, tokens: { alice, bob } } = await writeTokensFile(dir, ["alice", "bob"]);
     const callLog = join(dir, "calls.log");
     await Deno.writeTextFile(callLog, "");
     const server = await startHttpServer({

@@ -6,7 +6,6 @@
  *
  * @module
  */
-import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import {
   describeRun,
@@ -19,6 +18,7 @@ import {
   startHttpServer,
   withTempDir,
 } from "./_helpers.ts";
+import { writeTokensFile } from "./_http_server.ts";
 import { generateToken } from "../src/server/http_auth.ts";
 import { startAuthorizationServer } from "./fixtures/oidc_server.ts";
 
@@ -73,10 +73,7 @@ function assertRefusal(found: Refusal, reason: string, secrets: string[]): void 
 
 Deno.test("a refused bearer token's 401 and log line name the reason and never the token; several credentials are refused", async () => {
   await withTempDir("ce-refusals-", async (dir) => {
-    const alice = generateToken();
-    const bob = generateToken();
-    const tokensFile = join(dir, "tokens");
-    await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
+    const { tokensFile, tokens: { alice, bob } } = await writeTokensFile(dir, ["alice", "bob"]);
     const server = await startHttpServer({ settings: { http: { tokensFile } } });
     try {
       const wrong = generateToken();

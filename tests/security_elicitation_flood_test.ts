@@ -8,11 +8,11 @@
  *
  * @module
  */
-import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
-import { join } from "node:path";
+import type { Client } from "@modelcontextprotocol/client";
 import { assertEquals, assertMatch, describeResult } from "./_assert.ts";
 import { callRun, connect, fixtureServer, startHttpServer, withTempDir } from "./_helpers.ts";
-import { generateToken } from "../src/server/http_auth.ts";
+import { writeTokensFile } from "./_http_server.ts";
+import { manualClient } from "./_client.ts";
 
 /** A client's user who takes a moment over each form, and what they were shown. */
 interface Person {
@@ -69,10 +69,7 @@ try {
 
 Deno.test("askUser flooded at a 2025-era session: one question at a time, sampling.maxQuestions a run, and another principal still asks", async () => {
   await withTempDir("ce-elicit-flood-", async (dir) => {
-    const alice = generateToken();
-    const bob = generateToken();
-    const tokensFile = join(dir, "tokens");
-    await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
+    const { tokensFile, tokens: { alice, bob } } = await writeTokensFile(dir, ["alice", "bob"]);
     const server = await startHttpServer({ settings: { http: { tokensFile } } });
     const clients: Client[] = [];
     try {
@@ -147,30 +144,20 @@ Deno.test("calls that need approval, made side by side at a 2025-era session, ar
   }
 });
 
-type Round = {
-  resultType?: string;
-  inputRequests?: Record<string, unknown>;
-  requestState?: string;
-  structuredContent?: { returnValue?: unknown };
-};
-
 Deno.test("askUser at a 2026-era client: sampling.maxQuestions holds across input_required rounds", async () => {
   const server = await startHttpServer();
-  const client = new Client({ name: "elicitation-flood", version: "1" }, {
-    capabilities: ELICITATION,
-    versionNegotiation: { mode: "auto" },
-    inputRequired: { autoFulfill: false },
-  });
+  let client: Client | undefined;
   try {
-    await client.connect(new StreamableHTTPClientTransport(server.url));
+    const manual = await manualClient(server.url, {
+      name: "elicitation-flood",
+      capabilities: ELICITATION,
+    });
+    client = manual.client;
     const LOOP = `let n = 0;
 try { for (;;) { await askUser("again " + n); n++; } }
 catch (e) { return { n, error: e.name, message: e.message }; }`;
     const call = (retry: Record<string, unknown> = {}) =>
-      client.callTool(
-        { name: "run_typescript", arguments: { code: LOOP, timeoutMs: 60_000 }, ...retry },
-        { allowInputRequired: true, timeout: 120_000 },
-      ) as Promise<Round>;
+      manual.call(LOOP, { timeoutMs: 60_000 }, retry);
     let round = await call();
     let rounds = 0;
     // Each round is declined at once; a run that could ask without end would outlast this loop.
@@ -188,7 +175,7 @@ catch (e) { return { n, error: e.name, message: e.message }; }`;
       error: "SamplingBudgetError",
     }, JSON.stringify(round));
   } finally {
-    await client.close().catch(() => {});
+    await client?.close().catch(() => {});
     await server.close();
   }
 });

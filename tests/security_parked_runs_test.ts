@@ -5,47 +5,11 @@
  *
  * @module
  */
-import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
-import { join } from "node:path";
+import type { Client } from "@modelcontextprotocol/client";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { startHttpServer, withTempDir } from "./_helpers.ts";
-import { generateToken } from "../src/server/http_auth.ts";
-
-type Round = {
-  resultType?: string;
-  inputRequests?: Record<string, { method: string; params: { message: string } }>;
-  requestState?: string;
-  isError?: boolean;
-  structuredContent?: { returnValue?: unknown; error?: { type: string; message: string } };
-};
-
-async function manualClient(url: URL, token: string): Promise<{
-  client: Client;
-  call: (
-    code: string,
-    extra?: Record<string, unknown>,
-    retry?: Record<string, unknown>,
-  ) => Promise<Round>;
-}> {
-  const client = new Client({ name: "parked-runs-test", version: "1" }, {
-    capabilities: { elicitation: { form: {} } },
-    versionNegotiation: { mode: "auto" },
-    inputRequired: { autoFulfill: false },
-  });
-  await client.connect(
-    new StreamableHTTPClientTransport(url, {
-      requestInit: { headers: { authorization: `Bearer ${token}` } },
-    }),
-  );
-  return {
-    client,
-    call: (code, extra = {}, retry = {}) =>
-      client.callTool(
-        { name: "run_typescript", arguments: { code, ...extra }, ...retry },
-        { allowInputRequired: true, timeout: 120_000 },
-      ) as Promise<Round>,
-  };
-}
+import { withTempDir } from "./_fs.ts";
+import { startHttpServer, writeTokensFile } from "./_http_server.ts";
+import { manualClient, type Round } from "./_client.ts";
 
 function answersTo(round: Round): Record<string, unknown> {
   return Object.fromEntries(
@@ -57,10 +21,7 @@ function answersTo(round: Round): Record<string, unknown> {
 
 Deno.test("a 2026-era retry with no answers is refused and re-arms nothing; a run that keeps asking ends after limits.maxParkedMs", async () => {
   await withTempDir("ce-parked-", async (dir) => {
-    const alice = generateToken();
-    const bob = generateToken();
-    const tokensFile = join(dir, "tokens");
-    await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
+    const { tokensFile, tokens: { alice, bob } } = await writeTokensFile(dir, ["alice", "bob"]);
     const server = await startHttpServer({
       // A cap on questions far above what the loop below reaches: only its time parked ends it.
       settings: {
@@ -71,9 +32,9 @@ Deno.test("a 2026-era retry with no answers is refused and re-arms nothing; a ru
     });
     const clients: Client[] = [];
     try {
-      const asAlice = await manualClient(server.url, alice);
+      const asAlice = await manualClient(server.url, { token: alice, name: "parked-runs-test" });
       clients.push(asAlice.client);
-      const asBob = await manualClient(server.url, bob);
+      const asBob = await manualClient(server.url, { token: bob, name: "parked-runs-test" });
       clients.push(asBob.client);
 
       // An empty retry: refused, naming the questions; the run is left parked as it was.

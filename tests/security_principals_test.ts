@@ -16,6 +16,7 @@ import {
   startHttpServer,
   withTempDir,
 } from "./_helpers.ts";
+import { writeTokensFile } from "./_http_server.ts";
 import { generateToken } from "../src/server/http_auth.ts";
 import { startAuthorizationServer } from "./fixtures/oidc_server.ts";
 
@@ -88,10 +89,7 @@ async function attempt(
 
 Deno.test("a tokens-file principal named local is http:local: its skills are its own, and the audit log tells it from stdio", async () => {
   await withTempDir("ce-principals-", async (dir) => {
-    const local = generateToken();
-    const bob = generateToken();
-    const tokensFile = join(dir, "tokens");
-    await Deno.writeTextFile(tokensFile, `local ${local}\nbob ${bob}\n`, { mode: 0o600 });
+    const { tokensFile, tokens: { local, bob } } = await writeTokensFile(dir, ["local", "bob"]);
     const server = await startHttpServer({
       settings: { http: { tokensFile }, skills: skillsSettings(dir) },
     });

@@ -14,8 +14,9 @@ import { join } from "node:path";
 import { SettingsSchema } from "../src/config/settings.ts";
 import { SkillStore } from "../src/skills/store.ts";
 import { assert, assertEquals, assertRejects, describeResult } from "./_assert.ts";
-import { callRun, connect, fixtureServer, startHttpServer, withTempDir } from "./_helpers.ts";
-import { generateToken } from "../src/server/http_auth.ts";
+import { callRun, fixtureServer, startHttpServer, withTempDir } from "./_helpers.ts";
+import { writeTokensFile } from "./_http_server.ts";
+import { connectEach } from "./_client.ts";
 
 const EMAIL = "jane.doe@example.org";
 
@@ -26,10 +27,7 @@ function assertNoValue(what: string, value: unknown): void {
 
 Deno.test("privacy.tokenize: error names, tool-call names and skills carry no real value to any client", async () => {
   await withTempDir("ce-privacy-channels-", async (dir) => {
-    const alice = generateToken();
-    const bob = generateToken();
-    const tokensFile = join(dir, "tokens");
-    await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
+    const { tokensFile, tokens: { alice, bob } } = await writeTokensFile(dir, ["alice", "bob"]);
     const skills = {
       projectDir: join(dir, "project-skills"),
       userDir: join(dir, "user-skills"),
@@ -65,10 +63,7 @@ Deno.test("privacy.tokenize: error names, tool-call names and skills carry no re
     });
     const clients: Client[] = [];
     try {
-      const asAlice = await connect(server.url, { token: alice });
-      clients.push(asAlice);
-      const asBob = await connect(server.url, { token: bob });
-      clients.push(asBob);
+      const [asAlice, asBob] = await connectEach(server.url, [alice, bob], clients);
 
       const named = await callRun(
         asAlice,

@@ -10,8 +10,9 @@
 import type { Client } from "@modelcontextprotocol/client";
 import { join } from "node:path";
 import { assertEquals, assertMatch, describeResult } from "./_assert.ts";
-import { callRun, connect, startHttpServer, withTempDir } from "./_helpers.ts";
-import { generateToken } from "../src/server/http_auth.ts";
+import { callRun, startHttpServer, withTempDir } from "./_helpers.ts";
+import { writeTokensFile } from "./_http_server.ts";
+import { connectEach } from "./_client.ts";
 
 function save(name: string, inputSchema: Record<string, unknown>): string {
   return `return await skills.save(${
@@ -30,10 +31,7 @@ function exponentialSchema(): Record<string, unknown> {
 
 Deno.test("a skill's pathological schema blocks neither /healthz nor another principal, and costly ones are refused at save", async () => {
   await withTempDir("ce-schemas-", async (dir) => {
-    const alice = generateToken();
-    const bob = generateToken();
-    const tokensFile = join(dir, "tokens");
-    await Deno.writeTextFile(tokensFile, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
+    const { tokensFile, tokens: { alice, bob } } = await writeTokensFile(dir, ["alice", "bob"]);
     const server = await startHttpServer({
       settings: {
         http: { tokensFile },
@@ -46,10 +44,7 @@ Deno.test("a skill's pathological schema blocks neither /healthz nor another pri
     });
     const clients: Client[] = [];
     try {
-      const asAlice = await connect(server.url, { token: alice });
-      clients.push(asAlice);
-      const asBob = await connect(server.url, { token: bob });
-      clients.push(asBob);
+      const [asAlice, asBob] = await connectEach(server.url, [alice, bob], clients);
 
       const backref = await callRun(
         asAlice,
