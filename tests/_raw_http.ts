@@ -6,6 +6,8 @@
  * @module
  */
 
+import { initializeRequest } from "./_client.ts";
+
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -120,16 +122,7 @@ export function rawChunkedPost(url: URL, chunks: string[]): Promise<RawResponse>
 }
 
 /** A 2025-era `initialize` request body. */
-export const INITIALIZE = JSON.stringify({
-  jsonrpc: "2.0",
-  id: 1,
-  method: "initialize",
-  params: {
-    protocolVersion: "2025-11-25",
-    capabilities: {},
-    clientInfo: { name: "hostile", version: "1" },
-  },
-});
+export const INITIALIZE = JSON.stringify(initializeRequest("hostile"));
 
 /** A 2026-07-28 request body: the protocol envelope in `_meta`. */
 export function modernBody(method: string, params: Record<string, unknown> = {}): string {

@@ -11,6 +11,7 @@ import { writeSettings } from "./_env.ts";
 import { eventually } from "./_proc.ts";
 import { withTempDir } from "./_fs.ts";
 import { startHttpServer } from "./_http_server.ts";
+import { initializeRequest } from "./_client.ts";
 
 const ACCEPT = {
   "content-type": "application/json",
@@ -22,16 +23,7 @@ async function openStream(url: string): Promise<{ status: number; close(): Promi
   const init = await fetch(url, {
     method: "POST",
     headers: ACCEPT,
-    body: JSON.stringify({
-      jsonrpc: "2.0",
-      id: 1,
-      method: "initialize",
-      params: {
-        protocolVersion: "2025-11-25",
-        capabilities: {},
-        clientInfo: { name: "cap-test", version: "1" },
-      },
-    }),
+    body: JSON.stringify(initializeRequest("cap-test")),
   });
   await init.text();
   const id = init.headers.get("mcp-session-id");

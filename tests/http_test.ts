@@ -206,47 +206,34 @@ async function startSpinning(
 Deno.test("serve --http: a client that goes away cancels its run and the sandbox child is killed", async (t) => {
   // No warm pool: the only sandbox child is the run's.
   const server = await startHttpServer({ settings: { sandbox: { warmPool: 0 } } });
+  /** Aborts a spinning run's request: the client sees an error, the child dies, the next run works. */
+  async function abortKillsChild(era: "modern" | "legacy", next: number): Promise<void> {
+    const client = await connect(server.url, { era });
+    try {
+      const abort = new AbortController();
+      const { pid, call } = await startSpinning(client, server.tempDir, abort.signal);
+      abort.abort();
+      const ended = await call;
+      assert(
+        ended.error,
+        `the aborted call did not fail on the client: ${JSON.stringify(ended)}`,
+      );
+      assert(
+        await waitForExit(pid, KILLED_WITHIN_MS),
+        `sandbox child ${pid} still runs; server log:\n${server.stderr().slice(-3000)}`,
+      );
+      assertReturns(await callRun(client, "run_typescript", `return ${next}`), next);
+    } finally {
+      await client.close();
+    }
+  }
   try {
     await t.step("modern: aborting the request closes its stream", async () => {
-      const client = await connect(server.url, { era: "modern" });
-      try {
-        const abort = new AbortController();
-        const { pid, call } = await startSpinning(client, server.tempDir, abort.signal);
-        abort.abort();
-        const ended = await call;
-        assert(
-          ended.error,
-          `the aborted call did not fail on the client: ${JSON.stringify(ended)}`,
-        );
-        assert(
-          await waitForExit(pid, KILLED_WITHIN_MS),
-          `sandbox child ${pid} still runs; server log:\n${server.stderr().slice(-3000)}`,
-        );
-        assertReturns(await callRun(client, "run_typescript", "return 1"), 1);
-      } finally {
-        await client.close();
-      }
+      await abortKillsChild("modern", 1);
     });
 
     await t.step("legacy: aborting the request (notifications/cancelled)", async () => {
-      const client = await connect(server.url, { era: "legacy" });
-      try {
-        const abort = new AbortController();
-        const { pid, call } = await startSpinning(client, server.tempDir, abort.signal);
-        abort.abort();
-        const ended = await call;
-        assert(
-          ended.error,
-          `the aborted call did not fail on the client: ${JSON.stringify(ended)}`,
-        );
-        assert(
-          await waitForExit(pid, KILLED_WITHIN_MS),
-          `sandbox child ${pid} still runs; server log:\n${server.stderr().slice(-3000)}`,
-        );
-        assertReturns(await callRun(client, "run_typescript", "return 2"), 2);
-      } finally {
-        await client.close();
-      }
+      await abortKillsChild("legacy", 2);
     });
 
     await t.step("legacy: closing the transport drops the call's stream", async () => {

@@ -2,6 +2,7 @@ import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { seenIdle, threadStates } from "./_proc.ts";
 import { LIMITS, pyodideDir, withPyChild } from "./_pyodide.ts";
+import { BASIC_PY_CASES } from "./_py_cases.ts";
 import {
   DEFAULT_PYTHON_IMPORTS,
   type PyChildOptions,
@@ -84,11 +85,7 @@ Deno.test({
   name: "PyChild.run() returns the last expression and captures print()",
   async fn() {
     const cases: Array<[string, unknown, string]> = [
-      ["2 + 2", 4, ""],
-      ['x = 5\nprint(f"{x=}")', undefined, "x=5\n"],
-      ["import math\nmath.sqrt(16)", 4, ""],
-      ["import unicodedata\nunicodedata.name('A')", "LATIN CAPITAL LETTER A", ""],
-      ["import statistics\nstatistics.mean([1, 2, 3, 4])", 2.5, ""],
+      ...BASIC_PY_CASES,
       ['{"a": (1, 2), "b": {3}, "c": float("nan"), "d": None}', {
         a: [1, 2],
         b: [3],

@@ -24,6 +24,7 @@ import { EVERYTHING, MEMORY } from "./_pins.ts";
 import { npmServer } from "./_env.ts";
 import { eventually, sandboxPids, seenIdle } from "./_proc.ts";
 import { withTempDir } from "./_fs.ts";
+import { BASIC_PY_CASES } from "./_py_cases.ts";
 import { closeAndCheck, type ServerHarness, startServer } from "./_stdio_server.ts";
 import { forgedJsonRpcLines, recordInbound } from "./_client.ts";
 import { DEFAULT_PYTHON_IMPORTS } from "../src/exec/python/child.ts";
@@ -133,11 +134,7 @@ async function pythonSequence(t: Deno.TestContext, server: ServerHarness): Promi
 
   await t.step("returns the last expression and captures print()", async () => {
     const cases: Array<[string, unknown, string]> = [
-      ["2 + 2", 4, ""],
-      ['x = 5\nprint(f"{x=}")', undefined, "x=5\n"],
-      ["import math\nmath.sqrt(16)", 4, ""],
-      ["import unicodedata\nunicodedata.name('A')", "LATIN CAPITAL LETTER A", ""],
-      ["import statistics\nstatistics.mean([1, 2, 3, 4])", 2.5, ""],
+      ...BASIC_PY_CASES,
       [
         "import asyncio\nasync def double(n):\n    await asyncio.sleep(0.01)\n    return n * 2\nawait double(21)",
         42,

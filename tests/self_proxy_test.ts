@@ -36,6 +36,20 @@ async function copyCheckout(dir: string): Promise<string> {
   return join(dir, "main.ts");
 }
 
+/** Runs `doctor --config` with the test's HOME and a clean environment. */
+function runDoctor(root: string, home: string, config: string): ReturnType<typeof runCommand> {
+  return runCommand(
+    Deno.execPath(),
+    ["run", "-A", "main.ts", "doctor", "--config", config],
+    {
+      cwd: ROOT,
+      clearEnv: true,
+      env: serverEnv(root, { home, sharedCache: true }),
+      timeoutMs: 120_000,
+    },
+  );
+}
+
 Deno.test("an HTTP entry that is a running Code Executor is skipped by its serverInfo, with a warning naming it", async () => {
   await withUserDirs("ce-self-proxy-", async ({ home, root }) => {
     const remote = await startHttpServer({ env: { CODE_EXECUTOR_HTTP_TOKEN: TOKEN } });
@@ -74,16 +88,7 @@ Deno.test("an HTTP entry that is a running Code Executor is skipped by its serve
       assertMatch(server.stderr(), skipped, server.stderr());
 
       // doctor shows the row as skipped and, with nothing else wrong, exits 0.
-      const doctor = await runCommand(
-        Deno.execPath(),
-        ["run", "-A", "main.ts", "doctor", "--config", config],
-        {
-          cwd: ROOT,
-          clearEnv: true,
-          env: serverEnv(root, { home, sharedCache: true }),
-          timeoutMs: 120_000,
-        },
-      );
+      const doctor = await runDoctor(root, home, config);
       assertMatch(doctor.stdout, /^ {2}team-executor .* skipped +- +-$/m, describeRun(doctor));
       assertEquals(doctor.code, 0, describeRun(doctor));
     } finally {
@@ -135,16 +140,7 @@ Deno.test("command entries that start Code Executor under another name are skipp
     assert(!search.includes("mcp__executor-"), search);
     assert(!description.includes("executor-clone"), description);
 
-    const doctor = await runCommand(
-      Deno.execPath(),
-      ["run", "-A", "main.ts", "doctor", "--config", config],
-      {
-        cwd: ROOT,
-        clearEnv: true,
-        env: serverEnv(root, { home, sharedCache: true }),
-        timeoutMs: 120_000,
-      },
-    );
+    const doctor = await runDoctor(root, home, config);
     // A skipped entry's row says so; why is under the table, wrapped at 100 columns.
     const details = doctor.stdout.replace(/\n {3,}/g, " ");
     assertMatch(doctor.stdout, /^ {2}executor-clone .* skipped +- +-$/m, describeRun(doctor));
