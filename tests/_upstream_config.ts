@@ -6,7 +6,7 @@
  */
 import { join } from "node:path";
 import { assert } from "./_assert.ts";
-import type { UserDirs } from "./_fs.ts";
+import { type UserDirs, writeFileWithParents } from "./_fs.ts";
 import type { UpstreamServerConfig } from "../src/config/server_entry.ts";
 import {
   type DiscoverOptions,
@@ -60,6 +60,17 @@ export function brokenError(config: UpstreamConfig, name: string): string {
 /** A stdio entry of `command` without arguments, as JSON. */
 export function stdio(command: string): string {
   return JSON.stringify({ command, args: [] });
+}
+
+/**
+ * Writes a config file whose `mcpServers` are the given entries.
+ *
+ * @param path The config file (its directories are made).
+ * @param mcpServers The entries by server name.
+ * @returns The path written.
+ */
+export function writeServers(path: string, mcpServers: Record<string, unknown>): Promise<string> {
+  return writeFileWithParents(path, JSON.stringify({ mcpServers }));
 }
 
 /** Escapes text for use inside a regular expression. */

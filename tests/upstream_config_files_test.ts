@@ -9,7 +9,14 @@ import { assert, assertEquals, assertMatch, assertRejects } from "./_assert.ts";
 import { withUserDirs, writeFileWithParents as write } from "./_fs.ts";
 import { UpstreamConfigError } from "../src/config/server_entry.ts";
 import { discoverUpstreams } from "../src/config/upstream.ts";
-import { brokenError, discover, escapeRegExp, paths, server } from "./_upstream_config.ts";
+import {
+  brokenError,
+  discover,
+  escapeRegExp,
+  paths,
+  server,
+  writeServers,
+} from "./_upstream_config.ts";
 
 Deno.test("discoverUpstreams() reads Claude Desktop's config where each OS keeps it", async () => {
   await withUserDirs("ce-upstream-", async (dirs) => {
@@ -195,20 +202,15 @@ Deno.test("discoverUpstreams() names the ~/.claude.json project in a broken entr
 Deno.test("discoverUpstreams() detects http and sse servers and normalises type", async () => {
   await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
-    await write(
-      p.project,
-      JSON.stringify({
-        mcpServers: {
-          "url-only": { url: "https://mcp.example.com/mcp" },
-          "streamable-http": { type: "streamable-http", url: "https://a.example.com/mcp" },
-          "streamable-camel": { type: "streamableHttp", url: "http://localhost:3000/mcp" },
-          "http": { type: "http", url: "https://b.example.com/mcp", timeout: 5000 },
-          "sse": { type: "sse", url: "https://c.example.com/sse", headers: { "X-Key": "k" } },
-          "stdio-explicit": { type: "stdio", command: "srv", timeoutMs: 1500, timeout: 9 },
-          "command-only": { command: "srv" },
-        },
-      }),
-    );
+    await writeServers(p.project, {
+      "url-only": { url: "https://mcp.example.com/mcp" },
+      "streamable-http": { type: "streamable-http", url: "https://a.example.com/mcp" },
+      "streamable-camel": { type: "streamableHttp", url: "http://localhost:3000/mcp" },
+      "http": { type: "http", url: "https://b.example.com/mcp", timeout: 5000 },
+      "sse": { type: "sse", url: "https://c.example.com/sse", headers: { "X-Key": "k" } },
+      "stdio-explicit": { type: "stdio", command: "srv", timeoutMs: 1500, timeout: 9 },
+      "command-only": { command: "srv" },
+    });
     const config = await discover(dirs);
     assertEquals(config.broken, []);
     const transports = Object.fromEntries(config.servers.map((s) => [s.name, s.transport]));

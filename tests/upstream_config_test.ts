@@ -10,7 +10,12 @@ import { assertEquals, assertMatch, assertThrows } from "./_assert.ts";
 import { withUserDirs, writeFileWithParents as write } from "./_fs.ts";
 import { expandVars, UpstreamConfigError } from "../src/config/server_entry.ts";
 import { discoverUpstreams } from "../src/config/upstream.ts";
-import { brokenError, discover, paths, server, stdio } from "./_upstream_config.ts";
+import { brokenError, discover, paths, server, stdio, writeServers } from "./_upstream_config.ts";
+
+/** Writes a config with a server `shared` (its command says which source it came from) and one of its own. */
+function writeSharedAndOwn(path: string, from: string, own: string): Promise<string> {
+  return write(path, `{ "mcpServers": { "shared": ${stdio(from)}, "${own}": ${stdio(own)} } }`);
+}
 
 Deno.test("discoverUpstreams() lets later sources win by server name", async () => {
   await withUserDirs("ce-upstream-", async (dirs) => {
@@ -34,46 +39,18 @@ Deno.test("discoverUpstreams() lets later sources win by server name", async () 
   "projects": {}
 }`,
     );
-    await write(
-      p.cursor,
-      `{ "mcpServers": { "shared": ${stdio("from-cursor")}, "cursor-only": ${
-        stdio("cursor-only")
-      } } }`,
-    );
-    await write(
-      p.cursorProject,
-      `{ "mcpServers": { "shared": ${stdio("from-cursor-project")}, "cursor-project-only": ${
-        stdio("cursor-project-only")
-      } } }`,
-    );
-    await write(
-      p.project,
-      `{ "mcpServers": { "shared": ${stdio("from-project")}, "project-only": ${
-        stdio("project-only")
-      } } }`,
-    );
-    await write(
-      p.own,
-      `{ "mcpServers": { "shared": ${stdio("from-own")}, "own-only": ${stdio("own-only")} } }`,
-    );
+    await writeSharedAndOwn(p.cursor, "from-cursor", "cursor-only");
+    await writeSharedAndOwn(p.cursorProject, "from-cursor-project", "cursor-project-only");
+    await writeSharedAndOwn(p.project, "from-project", "project-only");
+    await writeSharedAndOwn(p.own, "from-own", "own-only");
     await write(
       p.envFile,
       `/* MCP_CONFIG_PATH */ { "mcpServers": { "shared": ${stdio("from-env")}, "env-only": ${
         stdio("env-only")
       }, } }`,
     );
-    await write(
-      p.cli1,
-      `{ "mcpServers": { "shared": ${stdio("from-cli-1")}, "cli-1-only": ${
-        stdio("cli-1-only")
-      } } }`,
-    );
-    await write(
-      p.cli2,
-      `{ "mcpServers": { "shared": ${stdio("from-cli-2")}, "cli-2-only": ${
-        stdio("cli-2-only")
-      } } }`,
-    );
+    await writeSharedAndOwn(p.cli1, "from-cli-1", "cli-1-only");
+    await writeSharedAndOwn(p.cli2, "from-cli-2", "cli-2-only");
 
     const order: Array<[string, string]> = [
       [p.cli2, "from-cli-2"],
@@ -256,16 +233,11 @@ Deno.test("discoverUpstreams() reads JSONC with comments, trailing commas and un
 Deno.test("discoverUpstreams() keeps server names verbatim and sorts servers by name", async () => {
   await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
-    await write(
-      p.project,
-      JSON.stringify({
-        mcpServers: {
-          "zeta.tools": { command: "z" },
-          "Alpha Server": { command: "a" },
-          "my-server_2": { url: "https://example.com/mcp" },
-        },
-      }),
-    );
+    await writeServers(p.project, {
+      "zeta.tools": { command: "z" },
+      "Alpha Server": { command: "a" },
+      "my-server_2": { url: "https://example.com/mcp" },
+    });
     const config = await discover(dirs);
     assertEquals(config.servers.map((s) => s.name), ["Alpha Server", "my-server_2", "zeta.tools"]);
   });
@@ -338,20 +310,15 @@ Deno.test("expandVars() expands variables and throws UpstreamConfigError naming 
 Deno.test("discoverUpstreams() marks a server broken when a variable without default is unset", async () => {
   await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
-    await write(
-      p.project,
-      JSON.stringify({
-        mcpServers: {
-          github: {
-            command: "npx",
-            args: ["-y", "@modelcontextprotocol/server-github"],
-            env: { GITHUB_TOKEN: "${GITHUB_TOKEN}" },
-          },
-          remote: { type: "sse", url: "https://example.com/sse?key=${REMOTE_KEY}" },
-          fine: { command: "ok" },
-        },
-      }),
-    );
+    await writeServers(p.project, {
+      github: {
+        command: "npx",
+        args: ["-y", "@modelcontextprotocol/server-github"],
+        env: { GITHUB_TOKEN: "${GITHUB_TOKEN}" },
+      },
+      remote: { type: "sse", url: "https://example.com/sse?key=${REMOTE_KEY}" },
+      fine: { command: "ok" },
+    });
     const config = await discover(dirs);
     assertEquals(config.servers.map((s) => s.name), ["fine"]);
     assertEquals(config.broken.map((b) => [b.name, b.source]), [
@@ -370,10 +337,7 @@ Deno.test("discoverUpstreams() marks a server broken when a variable without def
 Deno.test("discoverUpstreams() leaves out disabled entries, also over earlier sources", async () => {
   await withUserDirs("ce-upstream-", async (dirs) => {
     const p = paths(dirs);
-    await write(
-      p.cursor,
-      JSON.stringify({ mcpServers: { github: { command: "gh" }, slack: { command: "slack" } } }),
-    );
+    await writeServers(p.cursor, { github: { command: "gh" }, slack: { command: "slack" } });
     await write(
       p.project,
       `{ "mcpServers": {
@@ -397,31 +361,26 @@ Deno.test("discoverUpstreams() skips its own entry by name and by command", asyn
     const p = paths(dirs);
     const main = fileURLToPath(new URL("../main.ts", import.meta.url));
     const repo = dirname(main);
-    await write(
-      p.project,
-      JSON.stringify({
-        mcpServers: {
-          "Code-Executor": { command: "deno", args: ["run", "-A", "/anywhere/main.ts"] },
-          "via-npx": { command: "npx", args: ["-y", "code-executor-mcp"] },
-          "via-binary": { command: "/usr/local/bin/code-executor" },
-          "via-path": { command: "deno", args: ["run", "-A", "/src/code-executor/main.ts"] },
-          "via-var": { command: "deno", args: ["run", "${CE_HOME:-/opt/code-executor}/main.ts"] },
-          "via-main": { command: "deno", args: ["run", "-A", main, "serve"] },
-          "via-relative": { command: "deno", args: ["run", "-A", "main.ts"], cwd: repo },
-          "via-file-url": {
-            command: "deno",
-            args: ["run", new URL("../main.ts", import.meta.url)],
-          },
-          "other-main": { command: "deno", args: ["run", "-A", join(dirs.root, "main.ts")] },
-          "code-executor-ish-name": { command: "python", args: ["server.py"] },
-          // A server whose data directory holds the name is not Code Executor.
-          "notes": {
-            command: "npx",
-            args: ["-y", "server-filesystem", "/home/u/code-executor-notes"],
-          },
-        },
-      }),
-    );
+    await writeServers(p.project, {
+      "Code-Executor": { command: "deno", args: ["run", "-A", "/anywhere/main.ts"] },
+      "via-npx": { command: "npx", args: ["-y", "code-executor-mcp"] },
+      "via-binary": { command: "/usr/local/bin/code-executor" },
+      "via-path": { command: "deno", args: ["run", "-A", "/src/code-executor/main.ts"] },
+      "via-var": { command: "deno", args: ["run", "${CE_HOME:-/opt/code-executor}/main.ts"] },
+      "via-main": { command: "deno", args: ["run", "-A", main, "serve"] },
+      "via-relative": { command: "deno", args: ["run", "-A", "main.ts"], cwd: repo },
+      "via-file-url": {
+        command: "deno",
+        args: ["run", new URL("../main.ts", import.meta.url)],
+      },
+      "other-main": { command: "deno", args: ["run", "-A", join(dirs.root, "main.ts")] },
+      "code-executor-ish-name": { command: "python", args: ["server.py"] },
+      // A server whose data directory holds the name is not Code Executor.
+      "notes": {
+        command: "npx",
+        args: ["-y", "server-filesystem", "/home/u/code-executor-notes"],
+      },
+    });
     const config = await discover(dirs);
     assertEquals(config.servers.map((s) => s.name), [
       "code-executor-ish-name",
