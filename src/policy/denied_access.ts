@@ -17,7 +17,7 @@
  */
 import { dirname } from "node:path";
 import type { Settings } from "../config/settings.ts";
-import type { ExecutionErrorInfo } from "../errors.ts";
+import { CodeExecutorError, type ExecutionErrorInfo } from "../errors.ts";
 import { narrowPermissions, type RequestedPermissions } from "./permissions.ts";
 
 /** What {@linkcode explainDenied} needs to know about the run. */
@@ -56,10 +56,10 @@ const NEVER_GRANTED: Record<string, string> = {
  * @example
  * ```ts
  * const settings = resolveSettings({ permissions: { net: ["example.com"] } });
- * const error = {
- *   type: "NotCapable",
- *   message: 'Requires net access to "example.com:443", run again with the --allow-net flag',
- * };
+ * const error = new CodeExecutorError(
+ *   "NotCapable",
+ *   'Requires net access to "example.com:443", run again with the --allow-net flag',
+ * ).toInfo();
  * (await explainDenied(error, { language: "typescript", settings }))?.message;
  * // 'Requires net access to "example.com:443": … pass permissions: {net: ["example.com:443"]} …'
  * ```
@@ -83,7 +83,7 @@ export async function explainDenied(
   } else {
     return undefined;
   }
-  const out: ExecutionErrorInfo = { type: "PermissionError", message };
+  const out: ExecutionErrorInfo = new CodeExecutorError("PermissionError", message).toInfo();
   if (error.traceback !== undefined) {
     // The first line names the class as the type does: PermissionError, not Deno's NotCapable.
     out.traceback = error.traceback.replace(error.message, message).replace(
