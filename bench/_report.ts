@@ -6,6 +6,7 @@
  */
 import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
 import { parseArgs } from "node:util";
+import { loadAverage } from "./_machine.ts";
 
 /**
  * Writes a progress line to stderr (stdout carries the report).
@@ -32,6 +33,11 @@ export interface IntOption {
   fallback: number;
   /** The smallest value allowed. */
   min?: number;
+}
+
+/** The command-line name of a camelCase option key: `pauseMs` is `pause-ms`. */
+function flagOf(key: string): string {
+  return key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 }
 
 /**
@@ -90,7 +96,6 @@ export function parseBenchArgs<K extends string>(
   ints: Record<K, IntOption>,
   flags: readonly string[] = [],
 ): BenchArgs<K> | undefined {
-  const flagOf = (key: string) => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
   const options: Record<string, { type: "string" | "boolean"; short?: string }> = {};
   for (const key of Object.keys(ints)) options[flagOf(key)] = { type: "string" };
   for (const name of flags) options[name] = { type: "boolean" };
@@ -156,4 +161,41 @@ export async function runBench(main: (args: string[]) => Promise<void>): Promise
     console.error(`bench: ${(error as Error).stack ?? error}`);
     Deno.exit(1);
   }
+}
+
+/** What a benchmark run by {@linkcode runBenchWithOptions} gets. */
+export interface BenchStart<K extends string> extends BenchArgs<K> {
+  /** The load average read before the benchmark started, for its report's machine section. */
+  loadBefore: string;
+}
+
+/**
+ * Runs a benchmark whose command line is its integer options and `--json`, as
+ * {@linkcode runBench} does: `--help` prints a usage line made from the options and their
+ * defaults; otherwise `main` gets the values and the load average read before it starts.
+ *
+ * @param script The benchmark's path from the repository root, for the usage line.
+ * @param ints Integer options by camelCase key, as {@linkcode parseBenchArgs} takes them.
+ * @param main The benchmark.
+ *
+ * @example
+ * ```ts
+ * await runBenchWithOptions("bench/faults.ts", { rounds: { fallback: 10 } }, async (bench) => {
+ *   console.log(bench.ints.rounds, bench.loadBefore);
+ * });
+ * ```
+ */
+export async function runBenchWithOptions<K extends string>(
+  script: string,
+  ints: Record<K, IntOption>,
+  main: (bench: BenchStart<K>) => Promise<void>,
+): Promise<void> {
+  const options = Object.entries<IntOption>(ints).map(([key, option]) =>
+    `[--${flagOf(key)} ${option.fallback}]`
+  );
+  const usage = `Usage: deno run -A ${script} ${options.join(" ")} [--json]`;
+  await runBench(async (args) => {
+    const parsed = parseBenchArgs(args, usage, ints);
+    if (parsed) await main({ ...parsed, loadBefore: await loadAverage() });
+  });
 }

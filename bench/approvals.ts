@@ -20,15 +20,16 @@
  */
 import { join } from "node:path";
 import { ratio, round, runPaired, type Stats, stats } from "./_stats.ts";
-import { loadAverage, type MachineReport, machineReport, machineText } from "./_machine.ts";
+import { type MachineReport, machineReport, machineText } from "./_machine.ts";
 import { connectCodeExecutor, type StdioServer } from "./_server.ts";
-import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
+import { type BenchStart, log, printReport, row, runBenchWithOptions } from "./_report.ts";
 import { EVERYTHING, MEMORY } from "../tests/_pins.ts";
 import { homeEnv, writeSettings } from "../tests/_env.ts";
 import { THIRD_PARTY_CONFIG } from "../tests/_third_party.ts";
 import { ApprovalGate } from "../src/exec/requests/approvals.ts";
 import { ApprovalPolicy } from "../src/policy/approvals.ts";
 
+const OPTIONS = { calls: { fallback: 200 }, rounds: { fallback: 15 } };
 const MODES = ["off", "ask"] as const;
 type Mode = typeof MODES[number];
 
@@ -155,15 +156,9 @@ function render(report: Report): string {
   ].join("\n");
 }
 
-async function main(args: string[]): Promise<void> {
-  const parsed = parseBenchArgs(
-    args,
-    "Usage: deno run -A bench/approvals.ts [--calls 200] [--rounds 15] [--json]",
-    { calls: { fallback: 200 }, rounds: { fallback: 15 } },
-  );
-  if (!parsed) return;
-  const { calls, rounds } = parsed.ints;
-  const loadBefore = await loadAverage();
+async function main(
+  { ints: { calls, rounds }, json, loadBefore }: BenchStart<keyof typeof OPTIONS>,
+): Promise<void> {
   const work = await Deno.makeTempDir({ prefix: "ce-bench-approvals-" });
   const servers: Partial<Record<Mode, StdioServer>> = {};
   try {
@@ -190,11 +185,11 @@ async function main(args: string[]): Promise<void> {
       gateMicros: await gateMicros(),
       machine: await machineReport(loadBefore),
     };
-    printReport(parsed.json, report, render);
+    printReport(json, report, render);
   } finally {
     for (const server of Object.values(servers)) await server?.close();
     await Deno.remove(work, { recursive: true }).catch(() => {});
   }
 }
 
-if (import.meta.main) await runBench(main);
+if (import.meta.main) await runBenchWithOptions("bench/approvals.ts", OPTIONS, main);

@@ -18,9 +18,9 @@
  */
 import { join } from "node:path";
 import { type Stats, stats } from "./_stats.ts";
-import { loadAverage, type MachineReport, machineReport, machineText } from "./_machine.ts";
+import { type MachineReport, machineReport, machineText } from "./_machine.ts";
 import { connectCodeExecutor, type StdioServer } from "./_server.ts";
-import { log, parseBenchArgs, printReport, row, runBench, status } from "./_report.ts";
+import { type BenchStart, log, printReport, row, runBenchWithOptions, status } from "./_report.ts";
 import { faultyFixtureServer, serverEnv, writeMcpConfig, writeSettings } from "../tests/_env.ts";
 
 const MiB = 1024 * 1024;
@@ -93,15 +93,7 @@ function render(report: Report): string {
   ].join("\n");
 }
 
-async function main(args: string[]): Promise<void> {
-  const parsed = parseBenchArgs(
-    args,
-    "Usage: deno run -A bench/faults.ts [--rounds 10] [--json]",
-    { rounds: { fallback: 10 } },
-  );
-  if (!parsed) return;
-  const { rounds } = parsed.ints;
-  const loadBefore = await loadAverage();
+async function main({ ints: { rounds }, json, loadBefore }: BenchStart<"rounds">): Promise<void> {
   const work = await Deno.realPath(await Deno.makeTempDir({ prefix: "ce-bench-faults-" }));
   let server: StdioServer | undefined;
   try {
@@ -144,11 +136,13 @@ async function main(args: string[]): Promise<void> {
       met: Object.values(worstMs).every((s) => s.maxMs <= TARGET_MS),
       machine: await machineReport(loadBefore),
     };
-    printReport(parsed.json, report, render);
+    printReport(json, report, render);
   } finally {
     await server?.close();
     await Deno.remove(work, { recursive: true }).catch(() => {});
   }
 }
 
-if (import.meta.main) await runBench(main);
+if (import.meta.main) {
+  await runBenchWithOptions("bench/faults.ts", { rounds: { fallback: 10 } }, main);
+}

@@ -26,8 +26,8 @@ import { cacheDir } from "../src/config/paths.ts";
 import { NpmPackages } from "../src/exec/typescript/npm_packages.ts";
 import { createLogger } from "../src/log.ts";
 import { serverEnv } from "../tests/_env.ts";
-import { loadAverage, type MachineReport, machineReport, machineText } from "./_machine.ts";
-import { parseBenchArgs, printReport, runBench } from "./_report.ts";
+import { type MachineReport, machineReport, machineText } from "./_machine.ts";
+import { type BenchStart, printReport, runBenchWithOptions } from "./_report.ts";
 import {
   armRows,
   type ArmStats,
@@ -77,16 +77,9 @@ function startServer(name: string, packages: string[]): Promise<StdioServer> {
     }));
 }
 
-async function main(args: string[]): Promise<void> {
-  const parsed = parseBenchArgs(
-    args,
-    "Usage: deno run -A bench/libraries.ts [--rounds 20] [--warmup 3] [--pause-ms 500] [--json]",
-    PAIRED_RUN_ARGS,
-  );
-  if (!parsed) return;
-  const { rounds, warmup, pauseMs } = parsed.ints;
-  const loadBefore = await loadAverage();
-
+async function main(
+  { ints: { rounds, warmup, pauseMs }, json, loadBefore }: BenchStart<keyof typeof PAIRED_RUN_ARGS>,
+): Promise<void> {
   const packages = new NpmPackages(PACKAGES);
   const denoDir = join(cacheDir(), "deno-ts");
   const quiet = createLogger("error");
@@ -128,7 +121,7 @@ async function main(args: string[]): Promise<void> {
       arms,
       pngBytes: Uint8Array.fromBase64(png).length,
     };
-    printReport(parsed.json, report, render);
+    printReport(json, report, render);
   } finally {
     await plain.close();
     await withPackages.close();
@@ -150,4 +143,4 @@ function render(report: Report): string {
   ].join("\n");
 }
 
-if (import.meta.main) await runBench(main);
+if (import.meta.main) await runBenchWithOptions("bench/libraries.ts", PAIRED_RUN_ARGS, main);

@@ -21,8 +21,8 @@
 import { join } from "node:path";
 import { buildWheel, wheelFileName } from "../src/codegen/wheel.ts";
 import { ROOT, serverEnv, writeSettings } from "../tests/_env.ts";
-import { loadAverage, type MachineReport, machineReport, machineText } from "./_machine.ts";
-import { parseBenchArgs, printReport, runBench } from "./_report.ts";
+import { type MachineReport, machineReport, machineText } from "./_machine.ts";
+import { type BenchStart, printReport, runBenchWithOptions } from "./_report.ts";
 import {
   armRows,
   type ArmStats,
@@ -69,15 +69,9 @@ function startServer(name: string, python: Record<string, unknown>): Promise<Std
   }));
 }
 
-async function main(args: string[]): Promise<void> {
-  const parsed = parseBenchArgs(
-    args,
-    "Usage: deno run -A bench/py_packages.ts [--rounds 20] [--warmup 3] [--pause-ms 500] [--json]",
-    PAIRED_RUN_ARGS,
-  );
-  if (!parsed) return;
-  const { rounds, warmup, pauseMs } = parsed.ints;
-  const loadBefore = await loadAverage();
+async function main(
+  { ints: { rounds, warmup, pauseMs }, json, loadBefore }: BenchStart<keyof typeof PAIRED_RUN_ARGS>,
+): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "ce-bench-pypkg-wheel-" });
   const wheel = await fixtureWheel();
   const path = join(dir, wheelFileName("visitstats", "1.0.0"));
@@ -100,7 +94,7 @@ async function main(args: string[]): Promise<void> {
           code: CODE[arm].code,
         }, CODE[arm].expected),
     });
-    printReport(parsed.json, {
+    printReport(json, {
       machine: await machineReport(loadBefore),
       rounds,
       wheelBytes: wheel.length,
@@ -126,4 +120,4 @@ function render(report: Report): string {
   ].join("\n");
 }
 
-if (import.meta.main) await runBench(main);
+if (import.meta.main) await runBenchWithOptions("bench/py_packages.ts", PAIRED_RUN_ARGS, main);

@@ -18,10 +18,12 @@
  */
 import { join } from "node:path";
 import { type Stats, stats } from "./_stats.ts";
-import { loadAverage, type MachineReport, machineReport, machineText } from "./_machine.ts";
+import { type MachineReport, machineReport, machineText } from "./_machine.ts";
 import { connectCodeExecutor, type StdioServer } from "./_server.ts";
-import { log, parseBenchArgs, printReport, row, runBench } from "./_report.ts";
+import { type BenchStart, log, printReport, row, runBenchWithOptions } from "./_report.ts";
 import { homeEnv, writeSettings } from "../tests/_env.ts";
+
+const OPTIONS = { calls: { fallback: 50 }, rounds: { fallback: 5 } };
 
 interface Case {
   name: string;
@@ -171,15 +173,9 @@ function render(report: Report): string {
   ].join("\n");
 }
 
-async function main(args: string[]): Promise<void> {
-  const parsed = parseBenchArgs(
-    args,
-    "Usage: deno run -A bench/skills_call.ts [--calls 50] [--rounds 5] [--json]",
-    { calls: { fallback: 50 }, rounds: { fallback: 5 } },
-  );
-  if (!parsed) return;
-  const { calls, rounds } = parsed.ints;
-  const loadBefore = await loadAverage();
+async function main(
+  { ints: { calls, rounds }, json, loadBefore }: BenchStart<keyof typeof OPTIONS>,
+): Promise<void> {
   const work = await Deno.makeTempDir({ prefix: "ce-bench-skills-" });
   let server: StdioServer | undefined;
   try {
@@ -216,11 +212,11 @@ async function main(args: string[]): Promise<void> {
       ),
       machine: await machineReport(loadBefore),
     };
-    printReport(parsed.json, report, render);
+    printReport(json, report, render);
   } finally {
     await server?.close();
     await Deno.remove(work, { recursive: true });
   }
 }
 
-if (import.meta.main) await runBench(main);
+if (import.meta.main) await runBenchWithOptions("bench/skills_call.ts", OPTIONS, main);

@@ -70,6 +70,29 @@ export async function connect(
 }
 
 /**
+ * Connects a client in each protocol era in turn (legacy, then modern), hands it to `use`, and
+ * closes it afterwards.
+ *
+ * @param target The MCP endpoint, or a server that has one (`url`).
+ * @param options Credentials, capabilities and handlers, as {@linkcode connect} takes them.
+ * @param use What to do with each era's client.
+ */
+export async function forEachEra(
+  target: URL | string | { url: URL },
+  options: Omit<ConnectOptions, "era">,
+  use: (client: Client, era: "legacy" | "modern") => Promise<void>,
+): Promise<void> {
+  for (const era of ["legacy", "modern"] as const) {
+    const client = await connect(target, { ...options, era });
+    try {
+      await use(client, era);
+    } finally {
+      await client.close();
+    }
+  }
+}
+
+/**
  * Connects one client per bearer token, in order, adding each to `clients` as soon as it is up,
  * so that the caller's `finally` closes those that connected even when a later one fails.
  *

@@ -25,14 +25,16 @@ export interface RunCommandOptions {
   clearEnv?: boolean;
   /** Kill the process after this long, so that a hang fails the test instead of the suite. */
   timeoutMs?: number;
+  /** Text written to its stdin, which is then closed; without it, stdin is `/dev/null`. */
+  input?: string;
 }
 
 /**
- * Runs a command with no stdin and waits for it to exit.
+ * Runs a command, with `options.input` or nothing on its stdin, and waits for it to exit.
  *
  * @param command The executable.
  * @param args Its arguments.
- * @param options Working directory, environment and time limit.
+ * @param options Working directory, environment, time limit and stdin.
  * @returns Exit code and output.
  */
 export async function runCommand(
@@ -45,18 +47,26 @@ export async function runCommand(
     ? undefined
     : setTimeout(() => abort.abort(), options.timeoutMs);
   try {
-    return decodeOutput(await pipedCommand(command, args, options, abort.signal).output());
+    const piped = pipedCommand(command, args, options, abort.signal);
+    if (options.input === undefined) return decodeOutput(await piped.output());
+    const child = piped.spawn();
+    const writer = child.stdin.getWriter();
+    await writer.write(new TextEncoder().encode(options.input));
+    await writer.close();
+    return decodeOutput(await child.output());
   } finally {
     clearTimeout(timer);
   }
 }
 
 /**
- * A command with no stdin whose stdout and stderr are piped to this process.
+ * A command whose stdout and stderr are piped to this process, and its stdin too when
+ * `options.input` is given (the caller writes it); else its stdin is `/dev/null`.
  *
  * @param command The executable.
  * @param args Its arguments.
- * @param options Working directory and environment (`timeoutMs` is the caller's to apply).
+ * @param options Working directory, environment, and whether there is input (`timeoutMs` is
+ *   the caller's to apply).
  * @param signal Kills the process when aborted.
  * @returns The command, not yet started.
  */
@@ -71,7 +81,7 @@ export function pipedCommand(
     cwd: options.cwd,
     env: options.env,
     clearEnv: options.clearEnv,
-    stdin: "null",
+    stdin: options.input === undefined ? "null" : "piped",
     stdout: "piped",
     stderr: "piped",
     signal,

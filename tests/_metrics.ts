@@ -9,7 +9,7 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals } from "./_assert.ts";
-import { commandSucceeds } from "./_command.ts";
+import { commandSucceeds, runCommand } from "./_command.ts";
 import { ROOT } from "./_env.ts";
 
 /** One sample line. */
@@ -95,19 +95,9 @@ function checkHistogram(family: MetricFamily): void {
  * @throws {AssertionError} When the text does not parse or breaks the format's rules.
  */
 export async function parseExposition(text: string): Promise<MetricFamily[]> {
-  const child = new Deno.Command(PYTHON, {
-    args: [PARSER],
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const writer = child.stdin.getWriter();
-  await writer.write(new TextEncoder().encode(text));
-  await writer.close();
-  const { code, stdout, stderr } = await child.output();
-  const decoder = new TextDecoder();
-  assertEquals(code, 0, `the parser failed: ${decoder.decode(stderr)}\n${text}`);
-  const raw = JSON.parse(decoder.decode(stdout)) as Array<
+  const run = await runCommand(PYTHON, [PARSER], { input: text });
+  assertEquals(run.code, 0, `the parser failed: ${run.stderr}\n${text}`);
+  const raw = JSON.parse(run.stdout) as Array<
     Omit<MetricFamily, "samples"> & { samples: Array<Omit<Sample, "value"> & { value: string }> }
   >;
   const families = raw.map((family) => ({

@@ -12,34 +12,14 @@ import { assert, assertEquals, assertMatch, describeResult as describe } from ".
 import { fixtureServer } from "./_env.ts";
 import { eventually, sandboxPids } from "./_proc.ts";
 import { startServer } from "./_stdio_server.ts";
+import { FIND_NONCE } from "./_heap_nonce.ts";
 
 /**
- * Finds the runner's `nonce` in a heap snapshot of the child's own isolate, by the name of the
- * module variable that holds it, and defines `forge(frame)` and `forgeMark()` with it.
+ * Finds the runner's `nonce` in a heap snapshot of the child's own isolate, and defines
+ * `forge(frame)` and `forgeMark()` with it.
  */
 const READ_NONCE = `
-import v8 from "node:v8";
-let snapshotText = "";
-for await (const chunk of v8.getHeapSnapshot()) {
-  snapshotText += typeof chunk === "string" ? chunk : new TextDecoder().decode(chunk);
-}
-const snapshot = JSON.parse(snapshotText);
-snapshotText = "";
-const meta = snapshot.snapshot.meta;
-const nodeFields = meta.node_fields.length;
-const edgeFields = meta.edge_fields.length;
-const edgeCount = meta.node_fields.indexOf("edge_count");
-const contextEdge = meta.edge_types[0].indexOf("context");
-let nonce = "";
-for (let node = 0, edge = 0; node < snapshot.nodes.length && !nonce; node += nodeFields) {
-  for (let k = 0; k < snapshot.nodes[node + edgeCount]; k++, edge += edgeFields) {
-    const [type, name, to] = snapshot.edges.slice(edge, edge + 3);
-    if (type !== contextEdge || snapshot.strings[name] !== "nonce") continue;
-    const value = snapshot.strings[snapshot.nodes[to + 1]];
-    if (/^[A-Za-z0-9]{20,}$/.test(value)) nonce = value;
-  }
-}
-if (!nonce) throw new Error("the nonce is not in the heap snapshot");
+const nonce: string = await ${FIND_NONCE};
 const encoder = new TextEncoder();
 const forge = (frame: unknown) =>
   Deno.stdout.writeSync(encoder.encode(nonce + " " + JSON.stringify(frame) + "\\n"));

@@ -11,12 +11,13 @@
  */
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { fixtureServer, ROOT, serverEnv, writeSettings } from "./_env.ts";
+import { fixtureServer, ROOT, serverEnv } from "./_env.ts";
 import { eventually } from "./_proc.ts";
 import { describeRun, runCommand } from "./_command.ts";
 import { withTempDir } from "./_fs.ts";
 import { type HttpServer, startHttpServer } from "./_http_server.ts";
-import { callRun, connect, postInitialize } from "./_client.ts";
+import { assertUpstreamGotNoToken, refusedHttpStart, runTokenProbe } from "./_http_auth.ts";
+import { callRun, connect, forEachEra, postInitialize } from "./_client.ts";
 import { generateToken } from "../src/server/http_auth.ts";
 import { startRecordingUpstream } from "./fixtures/http_upstream.ts";
 
@@ -76,15 +77,10 @@ Deno.test("serve --http with CODE_EXECUTOR_HTTP_TOKEN runs both eras as principa
     await ok.body?.cancel();
     assertEquals(ok.status, 200);
 
-    for (const era of ["legacy", "modern"] as const) {
-      const client = await connect(server.url, { era, token });
-      try {
-        const result = await callRun(client, "run_typescript", "return 6 * 7");
-        assertEquals(result.returnValue, 42, `${era}: ${JSON.stringify(result)}`);
-      } finally {
-        await client.close();
-      }
-    }
+    await forEachEra(server.url, { token }, async (client, era) => {
+      const result = await callRun(client, "run_typescript", "return 6 * 7");
+      assertEquals(result.returnValue, 42, `${era}: ${JSON.stringify(result)}`);
+    });
     // A client without the token cannot even connect.
     const refused = await connect(server.url).then(
       async (client) => {
@@ -159,41 +155,18 @@ Deno.test("serve --http in bearer mode passes CODE_EXECUTOR_HTTP_TOKEN to no ups
       },
     });
     try {
-      const client = await connect(server.url, { token });
-      let pid = 0;
-      try {
-        const result = await callRun(
-          client,
-          "run_typescript",
-          `
-          const remote = await callMCPTool("mcp__recorder__whoami", {});
-          const pid = await callMCPTool("mcp__fixture__pid", {});
-          let env;
-          try { env = Deno.env.toObject(); } catch (error) { env = String(error); }
-          console.log(JSON.stringify(env));
-          return { remote, pid };
-        `,
-        );
-        assertEquals(result.ok, true, JSON.stringify(result));
-        const value = result.returnValue as { remote: string; pid: string };
-        assertEquals(value.remote, "upstream here");
-        assertMatch(result.stdout, /NotCapable: Requires env access/);
-        assert(!JSON.stringify(result).includes(token), "sandbox code saw the token");
-        pid = Number(value.pid);
-      } finally {
-        await client.close();
-      }
+      const { result, upstreamEnviron: environ } = await runTokenProbe(
+        server.url,
+        token,
+        "console.log(JSON.stringify(env));\nreturn { remote, pid };",
+      );
+      assertMatch(result.stdout, /NotCapable: Requires env access/);
+      assert(!JSON.stringify(result).includes(token), "sandbox code saw the token");
       // The server's own environment holds the token; the stdio upstream's curated one does not.
-      const environ = new TextDecoder().decode(await Deno.readFile(`/proc/${pid}/environ`));
       assertMatch(environ, /(^|\0)PATH=/);
       assert(!environ.includes(token), "the token is in a stdio upstream's environment");
       assert(!environ.includes("CODE_EXECUTOR_HTTP_TOKEN"), environ.replaceAll("\0", " "));
-      const requests = await upstream.requests();
-      assert(requests.length > 0, "the HTTP upstream was never called");
-      for (const { headers } of requests) {
-        assertEquals(headers.authorization, undefined, JSON.stringify(headers));
-        assert(!JSON.stringify(headers).includes(token), JSON.stringify(headers));
-      }
+      await assertUpstreamGotNoToken(upstream, token);
       assertEquals(await waitForAudit(server, 1), ["http:default"]);
       await assertNoTokenLeaked(server, [token]);
     } finally {
@@ -204,36 +177,6 @@ Deno.test("serve --http in bearer mode passes CODE_EXECUTOR_HTTP_TOKEN to no ups
   }
 });
 
-/**
- * Runs `serve --http` with the given settings (and environment) and expects it to refuse to
- * start: exit code 2, the message on stderr. A server that starts instead is killed after 60 s,
- * which fails the test.
- */
-async function refusedStart(
-  dir: string,
-  settings: Record<string, unknown>,
-  env: Record<string, string> = {},
-): Promise<string> {
-  const run = await runCommand(
-    Deno.execPath(),
-    ["run", "-A", "main.ts", "serve", "--http", "--port", "0"],
-    {
-      cwd: ROOT,
-      clearEnv: true,
-      env: {
-        ...serverEnv(dir),
-        CODE_EXECUTOR_CONFIG: await writeSettings(dir, settings),
-        CODE_EXECUTOR_LOG_LEVEL: "info",
-        ...env,
-      },
-      timeoutMs: 60_000,
-    },
-  );
-  assertEquals(run.code, 2, describeRun(run));
-  assert(!run.stderr.includes("ready on"), describeRun(run));
-  return run.stderr;
-}
-
 Deno.test("serve --http refuses a tokens file that group or others can read, and says chmod 600", async () => {
   await withTempDir("ce-tokens-", async (dir) => {
     const token = generateToken();
@@ -241,7 +184,7 @@ Deno.test("serve --http refuses a tokens file that group or others can read, and
     for (const mode of [0o644, 0o640, 0o604]) {
       await Deno.writeTextFile(tokensFile, `alice ${token}\n`);
       await Deno.chmod(tokensFile, mode);
-      const stderr = await refusedStart(dir, { http: { tokensFile } });
+      const stderr = await refusedHttpStart(dir, { http: { tokensFile } });
       assertMatch(stderr, new RegExp(`mode ${mode.toString(8)}\\); run chmod 600 ${tokensFile}`));
       assert(!stderr.includes(token), "the refusal shows the token");
     }
@@ -261,12 +204,12 @@ Deno.test("serve --http refuses a malformed tokens file line or a short token, n
     ];
     for (const [text, message] of cases) {
       await Deno.writeTextFile(tokensFile, text, { mode: 0o600 });
-      const stderr = await refusedStart(dir, { http: { tokensFile } });
+      const stderr = await refusedHttpStart(dir, { http: { tokensFile } });
       assertMatch(stderr, new RegExp(`Invalid http.tokensFile ${tokensFile}, ${message.source}`));
       assert(!stderr.includes(token), `the refusal shows a token: ${stderr}`);
     }
     // The single token of the environment is held to the same length.
-    const stderr = await refusedStart(dir, {}, { CODE_EXECUTOR_HTTP_TOKEN: "short" });
+    const stderr = await refusedHttpStart(dir, {}, { CODE_EXECUTOR_HTTP_TOKEN: "short" });
     assertMatch(stderr, /CODE_EXECUTOR_HTTP_TOKEN is shorter than 16 characters/);
   });
 });

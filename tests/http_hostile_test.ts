@@ -13,7 +13,7 @@ import { eventually, sandboxPids } from "./_proc.ts";
 import { describeRun, runCommand } from "./_command.ts";
 import { withTempDir } from "./_fs.ts";
 import { startHttpServer } from "./_http_server.ts";
-import { callRun, connect } from "./_client.ts";
+import { callRun, connect, forEachEra } from "./_client.ts";
 import { spawnRecordingUpstream } from "./fixtures/http_upstream.ts";
 import {
   INITIALIZE,
@@ -153,14 +153,9 @@ Deno.test("serve --http answers 1,000 junk requests with a 4xx each and keeps se
 
       // The session the junk was sent into still works, and so do new clients of both eras.
       assertReturns(await callRun(owner, "run_typescript", "return 'owner'"), "owner");
-      for (const era of ["legacy", "modern"] as const) {
-        const client = await connect(server.url, { era, token: TOKEN });
-        try {
-          assertReturns(await callRun(client, "run_typescript", `return "${era}"`), era);
-        } finally {
-          await client.close();
-        }
-      }
+      await forEachEra(server.url, { token: TOKEN }, async (client, era) => {
+        assertReturns(await callRun(client, "run_typescript", `return "${era}"`), era);
+      });
       const health = await fetch(new URL("/healthz", server.url));
       assertEquals(await health.json(), { status: "ok" });
     } finally {

@@ -17,12 +17,12 @@ import { ClientCredentialsProvider } from "@modelcontextprotocol/client";
 import { exportSPKI, SignJWT, UnsecuredJWT } from "jose";
 import { join } from "node:path";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
-import { fixtureServer, ROOT, serverEnv, writeSettings } from "./_env.ts";
+import { fixtureServer } from "./_env.ts";
 import { eventually } from "./_proc.ts";
-import { describeRun, runCommand } from "./_command.ts";
 import { withTempDir } from "./_fs.ts";
 import { type HttpServer, startHttpServer } from "./_http_server.ts";
-import { callRun, connect, postInitialize } from "./_client.ts";
+import { assertUpstreamGotNoToken, refusedHttpStart, runTokenProbe } from "./_http_auth.ts";
+import { callRun, connect, forEachEra, postInitialize } from "./_client.ts";
 import {
   type AuthorizationServer,
   CLIENT_ID,
@@ -244,15 +244,10 @@ Deno.test("serve --http with OAuth runs code in both eras with a token from the 
   await withAuthorizationServer(async (as) => {
     await withOAuthServer(as, {}, async (server) => {
       const token = await as.token(server.url.href);
-      for (const era of ["legacy", "modern"] as const) {
-        const client = await connect(server.url, { era, token });
-        try {
-          const result = await callRun(client, "run_typescript", "return 6 * 7");
-          assertEquals(result.returnValue, 42, `${era}: ${JSON.stringify(result)}`);
-        } finally {
-          await client.close();
-        }
-      }
+      await forEachEra(server.url, { token }, async (client, era) => {
+        const result = await callRun(client, "run_typescript", "return 6 * 7");
+        assertEquals(result.returnValue, 42, `${era}: ${JSON.stringify(result)}`);
+      });
       const audit = join(server.tempDir, "audit.jsonl");
       const principals = async () =>
         (await Deno.readTextFile(audit).catch(() => "")).split("\n").filter(Boolean)
@@ -324,17 +319,10 @@ Deno.test("serve --http with OAuth passes the access token to no upstream server
       await withOAuthServer(as, {}, async (server) => {
         const token = await as.token(server.url.href);
         const signature = token.split(".")[2];
-        const client = await connect(server.url, { token });
-        let fixturePid = 0;
-        try {
-          const result = await callRun(
-            client,
-            "run_typescript",
-            `
-            const remote = await callMCPTool("mcp__recorder__whoami", {});
-            const pid = await callMCPTool("mcp__fixture__pid", {});
-            let env;
-            try { env = Deno.env.toObject(); } catch (error) { env = String(error); }
+        const { result, upstreamEnviron: environ } = await runTokenProbe(
+          server.url,
+          token,
+          `
             // Every global that is not a function, as JSON, and anything that looks like a JWT.
             const globals = {};
             for (const name of Object.getOwnPropertyNames(globalThis)) {
@@ -351,36 +339,18 @@ Deno.test("serve --http with OAuth passes the access token to no upstream server
             console.log(JSON.stringify({ jwts }));
             return { remote, pid, jwts: jwts.length };
           `,
-          );
-          assertEquals(result.ok, true, JSON.stringify(result));
-          const { remote, pid, jwts } = result.returnValue as {
-            remote: string;
-            pid: string;
-            jwts: number;
-          };
-          assertEquals(remote, "upstream here");
-          assertEquals(jwts, 0, "sandbox code found a JWT");
-          fixturePid = Number(pid);
-          assertMatch(result.stdout, /"globals"/);
-          for (const part of [token, signature]) {
-            assert(!JSON.stringify(result).includes(part), "sandbox code saw the token");
-          }
-        } finally {
-          await client.close();
+        );
+        const { jwts } = result.returnValue as { jwts: number };
+        assertEquals(jwts, 0, "sandbox code found a JWT");
+        assertMatch(result.stdout, /"globals"/);
+        for (const part of [token, signature]) {
+          assert(!JSON.stringify(result).includes(part), "sandbox code saw the token");
         }
         // The stdio upstream's environment, read from outside while it runs.
-        const environ = new TextDecoder().decode(
-          await Deno.readFile(`/proc/${fixturePid}/environ`),
-        );
         assert(environ.length > 0, "the fixture's environment is empty");
         assert(!environ.includes(signature), "the token is in a stdio upstream's environment");
         // The HTTP upstream was called, without the caller's token or any Authorization.
-        const requests = await upstream.requests();
-        assert(requests.length > 0, "the HTTP upstream was never called");
-        for (const { headers } of requests) {
-          assertEquals(headers.authorization, undefined, JSON.stringify(headers));
-          assert(!JSON.stringify(headers).includes(signature), JSON.stringify(headers));
-        }
+        await assertUpstreamGotNoToken(upstream, signature);
         assert(!server.stderr().includes(signature), "the token is in the server's stderr");
         // The audit log is written in the background: wait for the run's tool call records.
         const auditPath = join(server.tempDir, "audit.jsonl");
@@ -400,31 +370,15 @@ Deno.test("serve --http with OAuth passes the access token to no upstream server
   }
 });
 
-/** Runs `serve --http` with these settings and expects it to refuse to start (exit code 2). */
-async function refusedStart(dir: string, settings: Record<string, unknown>): Promise<string> {
-  const run = await runCommand(
-    Deno.execPath(),
-    ["run", "-A", "main.ts", "serve", "--http", "--port", "0"],
-    {
-      cwd: ROOT,
-      clearEnv: true,
-      env: { ...serverEnv(dir), CODE_EXECUTOR_CONFIG: await writeSettings(dir, settings) },
-      timeoutMs: 60_000,
-    },
-  );
-  assertEquals(run.code, 2, describeRun(run));
-  return run.stderr;
-}
-
 Deno.test("serve --http refuses an OAuth issuer that cannot work, rather than refusing every token", async () => {
   await withAuthorizationServer(async (as) => {
     await withTempDir("ce-oauth-", async (dir) => {
       // The issuer's metadata says "http://127.0.0.1:<port>"; every token's iss says so too.
-      const slash = await refusedStart(dir, { http: { oauth: { issuer: `${as.issuer}/` } } });
+      const slash = await refusedHttpStart(dir, { http: { oauth: { issuer: `${as.issuer}/` } } });
       assertMatch(slash, /the issuer's metadata names the issuer "http:\/\/127\.0\.0\.1:\d+", not/);
       // Plain http is allowed on localhost and 127.0.0.1 only (the SDK's rule for the metadata).
       const port = new URL(as.issuer).port;
-      const plain = await refusedStart(dir, {
+      const plain = await refusedHttpStart(dir, {
         http: { oauth: { issuer: `http://127.0.0.2:${port}`, jwksUri: `${as.issuer}/jwks` } },
       });
       assertMatch(
@@ -432,7 +386,9 @@ Deno.test("serve --http refuses an OAuth issuer that cannot work, rather than re
         /Cannot use OAuth with http.oauth.issuer http:\/\/127.0.0.2:\d+: Issuer URL must be HTTPS/,
       );
       // An issuer that publishes nothing, with no jwksUri to fall back on.
-      const none = await refusedStart(dir, { http: { oauth: { issuer: "http://127.0.0.1:1" } } });
+      const none = await refusedHttpStart(dir, {
+        http: { oauth: { issuer: "http://127.0.0.1:1" } },
+      });
       assertMatch(none, /publishes no metadata with a jwks_uri; check http.oauth.issuer/);
     });
   });

@@ -11,6 +11,7 @@
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { withExecutor } from "./_executor.ts";
 import { LIMITS, withPyChild } from "./_pyodide.ts";
+import { FIND_NONCE } from "./_heap_nonce.ts";
 import { residentMb } from "../src/exec/child/_os.ts";
 import type { PyChild } from "../src/exec/python/child.ts";
 
@@ -127,29 +128,7 @@ Deno.test("a child is not given another run after a run it did not end well", as
  */
 const READ_NONCE = `import json, random
 run_js = random._os.sys.modules["pyodide.code"].run_js
-nonce = await run_js('''(async () => {
-  const v8 = await import("node:v8");
-  let text = "";
-  for await (const chunk of v8.getHeapSnapshot()) {
-    text += typeof chunk === "string" ? chunk : new TextDecoder().decode(chunk);
-  }
-  const snapshot = JSON.parse(text);
-  text = "";
-  const meta = snapshot.snapshot.meta;
-  const nodeFields = meta.node_fields.length;
-  const edgeFields = meta.edge_fields.length;
-  const edgeCount = meta.node_fields.indexOf("edge_count");
-  const contextEdge = meta.edge_types[0].indexOf("context");
-  for (let node = 0, edge = 0; node < snapshot.nodes.length; node += nodeFields) {
-    for (let k = 0; k < snapshot.nodes[node + edgeCount]; k++, edge += edgeFields) {
-      const [type, name, to] = snapshot.edges.slice(edge, edge + 3);
-      if (type !== contextEdge || snapshot.strings[name] !== "nonce") continue;
-      const value = snapshot.strings[snapshot.nodes[to + 1]];
-      if (/^[A-Za-z0-9]{20,}$/.test(value)) return value;
-    }
-  }
-  throw new Error("the nonce is not in the heap snapshot");
-})()''')
+nonce = await run_js('''${FIND_NONCE}''')
 write = run_js("(line) => Deno.stdout.writeSync(new TextEncoder().encode(line))")
 def forge(frame):
     write(nonce + " " + json.dumps(frame) + "\\n")
