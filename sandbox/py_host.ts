@@ -195,7 +195,9 @@ async function main(): Promise<void> {
   const startWorker = () => {
     booted = false;
     workerNonce = frameNonce();
-    const interrupt = new SharedArrayBuffer(4);
+    // Word 0: the interrupt buffer (SIGINT); word 1: how many messages the inbox has put on the
+    // run's port, which a Worker waiting for a reply on its own thread waits on.
+    const interrupt = new SharedArrayBuffer(8);
     const channel = new MessageChannel();
     const next = new Worker(String(init.workerUrl), {
       type: "module",

@@ -12,8 +12,10 @@
  * this Worker.
  *
  * Messages:
- * - controller → inbox: `{t:"attach", port, interrupt}`: the current Worker's port and interrupt
- *   buffer; reading goes on until the host's next `next` frame.
+ * - controller → inbox: `{t:"attach", port, interrupt}`: the current Worker's port and its shared
+ *   words (the interrupt buffer, and a count of the messages put on the port, bumped and notified
+ *   after each one for a Worker that waits for a reply on its own thread); reading goes on until
+ *   the host's next `next` frame.
  * - inbox → controller: `{t:"init", frame}` (the first frame, read before any attach), `{t:"next"}`
  *   (the host wants a fresh interpreter; reading stops until the next attach) and `{t:"eof"}`.
  * - inbox → Worker: `{t:"exec", source, args?}`, `{t:"reply", id, body}` (the frame's own JSON
@@ -39,6 +41,18 @@ const REPLY_PREFIX = '{"t":"reply","id":';
 let pending = "";
 let port: MessagePort | undefined;
 let interrupt: Int32Array | undefined;
+/** Counts the messages put on `port`: a Worker that waits for a reply on its thread waits on it. */
+let posted: Int32Array | undefined;
+
+/** Puts a message on the run's port and wakes a Worker that waits for one on its thread. */
+function post(message: Record<string, unknown>): void {
+  if (!port) return;
+  port.postMessage(message);
+  if (posted) {
+    Atomics.add(posted, 0, 1);
+    Atomics.notify(posted, 0);
+  }
+}
 
 /** Reads the next line; undefined at the end of stdin. Lines may be megabytes long (wheels). */
 function readLine(): string | undefined {
@@ -66,7 +80,7 @@ function readLine(): string | undefined {
 function dispatch(line: string): boolean {
   if (line.startsWith(REPLY_PREFIX)) {
     const id = Number.parseInt(line.slice(REPLY_PREFIX.length, REPLY_PREFIX.length + 20), 10);
-    if (Number.isSafeInteger(id)) port?.postMessage({ t: "reply", id, body: line });
+    if (Number.isSafeInteger(id)) post({ t: "reply", id, body: line });
     return true;
   }
   if (line.trim() === "") return true;
@@ -79,7 +93,7 @@ function dispatch(line: string): boolean {
   switch (frame?.t) {
     case "exec":
       if (typeof frame.source === "string") {
-        port?.postMessage({
+        post({
           t: "exec",
           source: frame.source,
           args: frame.args === undefined ? undefined : JSON.stringify(frame.args),
@@ -93,7 +107,7 @@ function dispatch(line: string): boolean {
         Atomics.store(interrupt, 0, 2);
         Atomics.notify(interrupt, 0);
       }
-      port?.postMessage({ t: "interrupt" });
+      post({ t: "interrupt" });
       return true;
     case "next":
       scope.postMessage({ t: "next" });
@@ -120,6 +134,7 @@ scope.onmessage = (event: MessageEvent) => {
   port?.close();
   port = message.port as MessagePort;
   interrupt = new Int32Array(message.interrupt as SharedArrayBuffer, 0, 1);
+  posted = new Int32Array(message.interrupt as SharedArrayBuffer, 4, 1);
   read();
 };
 

@@ -156,12 +156,26 @@ def _error_class(kind):
     return _error_classes[kind]
 
 
+def _alone():
+    # Nothing but this task could run while it waits: no other task, and no callback of the code's
+    # scheduled. Then the reply is waited for on this thread, which costs a call no turn of the
+    # event loop; otherwise the others go on while it waits.
+    me = _asyncio.current_task()
+    for task in _asyncio.all_tasks():
+        if task is not me:
+            return False
+    return not any(not handle.cancelled() for handle in _scheduled)
+
+
 async def _request(op, payload):
     try:
         text = _json.dumps(payload, allow_nan=False)
     except (TypeError, ValueError) as error:
         raise TypeError(f"Tool arguments must be JSON-serializable: {error}") from None
-    reply = _json.loads(await _bridge.request(op, text))
+    if _alone():
+        reply = _json.loads(_bridge.requestBlocking(op, text))
+    else:
+        reply = _json.loads(await _bridge.request(op, text))
     if reply.get("ok") is True:
         return reply.get("value")
     error = reply.get("error") if isinstance(reply.get("error"), dict) else {}

@@ -38,6 +38,8 @@
  * @module
  */
 
+import { receiveMessageOnPort as receiveOnNodePort } from "node:worker_threads";
+
 interface PyProxyFunction {
   (...args: unknown[]): unknown;
 }
@@ -79,6 +81,10 @@ const stringify = JSON.stringify;
 const parse = JSON.parse;
 const now = performance.now.bind(performance);
 const stdoutWriteSync = Deno.stdout.writeSync.bind(Deno.stdout);
+/** Takes the next message off a port without the event loop; Deno's takes web MessagePorts too. */
+const receiveMessageOnPort = receiveOnNodePort as unknown as (
+  port: MessagePort,
+) => { message: unknown } | undefined;
 
 // The controller and the inbox own stdin and stderr; this Worker's handles on them go before
 // Python runs (a stdin read cannot be cancelled, and would outlive this Worker).
@@ -197,6 +203,9 @@ forwardConsole();
 let pyodide: Pyodide | undefined;
 let sandbox: SandboxModule | undefined;
 let interruptBuffer: Int32Array | undefined;
+/** How many messages the inbox has put on `port` (word 1 of the `interrupt` buffer). */
+let posted: Int32Array | undefined;
+let port: MessagePort | undefined;
 let booting: Promise<void> | undefined;
 let session = false;
 const pending = new Map<number, (body: string) => void>();
@@ -332,20 +341,57 @@ const CALL_FIELDS = [
   "depth",
 ];
 
-/** Sends a request of the prelude's as a `call` frame; resolves with the reply frame's text. */
-function request(op: string, payload: string): Promise<string> {
-  if (!OPS.includes(op)) return Promise.reject(new TypeError(`Unknown request ${op}`));
+/** Builds a request of the prelude's as a `call` frame and writes it, with the output before it. */
+function sendCall(op: string, payload: string): number {
+  if (!OPS.includes(op)) throw new TypeError(`Unknown request ${op}`);
   const fields = parse(payload) as Record<string, unknown>;
   const id = nextId++;
   const frame: Record<string, unknown> = { t: "call", id, op };
   for (const name of CALL_FIELDS) {
     if (fields[name] !== undefined && fields[name] !== null) frame[name] = fields[name];
   }
-  return new Promise((resolve) => {
-    pending.set(id, resolve);
-    flushOut();
-    send(frame);
-  });
+  flushOut();
+  send(frame);
+  return id;
+}
+
+/** Sends a request of the prelude's as a `call` frame; resolves with the reply frame's text. */
+function request(op: string, payload: string): Promise<string> {
+  try {
+    const id = sendCall(op, payload);
+    return new Promise((resolve) => pending.set(id, resolve));
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
+/**
+ * Sends a request and waits for its reply on this thread: the prelude's path when the run's task
+ * is the only one, so that nothing else could have run meanwhile. A reply then costs one wake-up
+ * of this thread, not a port message through the event loop and a turn of Python's event loop
+ * (~0.4 ms a call). Other messages that come first are handled as they would have been; an
+ * interrupt raises KeyboardInterrupt here.
+ *
+ * @returns The reply frame's JSON text.
+ */
+function requestBlocking(op: string, payload: string): string {
+  const id = sendCall(op, payload);
+  let seen = Atomics.load(posted!, 0);
+  while (true) {
+    const received = receiveMessageOnPort(port!);
+    if (received) {
+      const message = received.message as Record<string, unknown>;
+      if (message?.t === "reply" && message.id === id) return String(message.body);
+      if (message?.t === "interrupt") {
+        Atomics.store(interruptBuffer!, 0, 2);
+        pyodide!.checkInterrupt();
+      }
+      onFrame({ data: message } as MessageEvent);
+      continue;
+    }
+    Atomics.wait(posted!, 0, seen);
+    seen = Atomics.load(posted!, 0);
+  }
 }
 
 async function boot(message: Record<string, unknown>): Promise<void> {
@@ -406,6 +452,7 @@ async function boot(message: Record<string, unknown>): Promise<void> {
     restoreInstantiate();
   }
   interruptBuffer = new Int32Array(message.interrupt as SharedArrayBuffer, 0, 1);
+  posted = new Int32Array(message.interrupt as SharedArrayBuffer, 4, 1);
   pyodide.setInterruptBuffer(interruptBuffer);
   pyodide.setStdout(writer("stdout"));
   pyodide.setStderr(writer("stderr"));
@@ -415,7 +462,10 @@ async function boot(message: Record<string, unknown>): Promise<void> {
   delete message.wheels;
   delete message.prelude;
   sandbox = pyodide.pyimport("_sandbox") as SandboxModule;
-  sandbox.attach({ sleep, request }, JSON.stringify(message.allowedImports ?? []));
+  sandbox.attach(
+    { sleep, request, requestBlocking },
+    JSON.stringify(message.allowedImports ?? []),
+  );
   sandbox.warm_up();
   post({
     t: "ready",
@@ -554,7 +604,10 @@ scope.onmessage = (event: MessageEvent) => {
   if (message?.t !== "boot" || booting) return;
   nonce = String(message.nonce);
   session = message.session === true;
-  if (message.port instanceof MessagePort) message.port.onmessage = onFrame;
+  if (message.port instanceof MessagePort) {
+    port = message.port;
+    port.onmessage = onFrame;
+  }
   booting = boot(message).catch((error) => {
     post({ t: "fatal", message: describe(error) });
   });

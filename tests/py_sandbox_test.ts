@@ -444,6 +444,41 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name:
+    "PyChild.run() keeps gathered tool calls in flight together while a lone call waits on its thread",
+  async fn() {
+    // The host answers no call of a gather until all three are in: calls sent one at a time
+    // (a lone call's wait on the Worker's thread, taken where it must not be) would never end.
+    const held: Array<() => void> = [];
+    const order: string[] = [];
+    const onRequest = (frame: Record<string, unknown>) =>
+      new Promise<object>((resolve) => {
+        const args = frame.args as { i: number; gathered?: boolean };
+        order.push(`call ${args.i}`);
+        const answer = () => resolve({ ok: true, value: args.i * 10 });
+        if (!args.gathered) return answer();
+        held.push(answer);
+        if (held.length === 3) held.splice(0).forEach((release) => release());
+      });
+    const code = [
+      "import asyncio",
+      'first = await call_mcp_tool("mcp__s__t", {"i": 0})',
+      "many = await asyncio.gather(*[",
+      '    call_mcp_tool("mcp__s__t", {"i": i, "gathered": True}) for i in (1, 2, 3)])',
+      "async def beside():",
+      '    return await call_mcp_tool("mcp__s__t", {"i": 5})',
+      "task = asyncio.create_task(beside())",
+      'last = await call_mcp_tool("mcp__s__t", {"i": 4})',
+      "[first, many, last, await task]",
+    ].join("\n");
+    const result = await runPy(code, { onRequest, timeoutMs: 20_000 });
+    assertEquals(result.error, undefined);
+    assertEquals(result.returnValue, [0, [10, 20, 30], 40, 50]);
+    assertEquals(order.slice(0, 4), ["call 0", "call 1", "call 2", "call 3"]);
+  },
+});
+
 Deno.test("PyChild.run() mixes synchronous and awaiting runs in one session", async () => {
   await withPyChild({ session: true }, async (child) => {
     const first = await child.run("x = 20\nprint('sync')\nx + 1", LIMITS);
