@@ -15,6 +15,7 @@ import {
   assertMatch,
   assertReturns,
   describeResult as describe,
+  returnValueOf,
 } from "./_assert.ts";
 import { faultyFixtureServer } from "./_env.ts";
 import { eventually, readPidFile, sandboxDirs, sandboxPids, waitForExit } from "./_proc.ts";
@@ -97,15 +98,13 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
             "return { thing, ms: Date.now() - started };",
           ].join("\n"));
           const [crashed, other] = await Promise.all([crashing, concurrent]);
-          assertEquals(crashed.isError, false, describe(crashed));
-          const caught = crashed.returnValue as Caught;
+          const caught = returnValueOf<Caught>(crashed);
           assertEquals(caught.name, "ToolCallError", describe(crashed));
           assertMatch(caught.message, /"crashy"/, describe(crashed));
           // The crash's own error: a crash the server missed would fail after tools.callTimeoutMs.
           assertMatch(caught.message, /broke|closed|exited/i, describe(crashed));
           assert(!TIMED_OUT.test(caught.message), describe(crashed));
-          assertEquals(other.isError, false, describe(other));
-          const value = other.returnValue as { thing: string; ms: number };
+          const value = returnValueOf<{ thing: string; ms: number }>(other);
           assertEquals(value.thing, "thing b");
           // The healthy run was still in its slow call when the other upstream died.
           assert(value.ms >= 1_500, describe(other));
@@ -144,8 +143,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
           );
           const healthyFirst = !hangSettled;
           const result = await hanging;
-          assertEquals(result.isError, false, describe(result));
-          const value = result.returnValue as { failure: Caught; after: string };
+          const value = returnValueOf<{ failure: Caught; after: string }>(result);
           assertEquals(value.failure.name, "ToolCallError", describe(result));
           assertMatch(
             value.failure.message,
@@ -162,8 +160,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
 
       await t.step("tools.callTimeoutMs applies to a server without its own timeout", async () => {
         const result = await server.runTs(`return ${tryCall("mcp__crashy__hang")};`);
-        assertEquals(result.isError, false, describe(result));
-        const caught = result.returnValue as Caught;
+        const caught = returnValueOf<Caught>(result);
         assertMatch(
           caught.message,
           new RegExp(`"crashy" did not answer within ${CALL_TIMEOUT_MS} ms`),
@@ -196,8 +193,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
             'const after = await callMCPTool("mcp__garbage__Get-Thing.v2", { id: "e" });',
             "return { failure, after };",
           ].join("\n"));
-          assertEquals(result.isError, false, describe(result));
-          const value = result.returnValue as { failure: Caught; after: string };
+          const value = returnValueOf<{ failure: Caught; after: string }>(result);
           assertMatch(
             value.failure.message,
             new RegExp(`"garbage" did not answer within ${HANG_TIMEOUT_MS} ms`),
@@ -214,8 +210,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
             'const after = await callMCPTool("mcp__garbage__Get-Thing.v2", { id: "f" });',
             "return { failure, after };",
           ].join("\n"));
-          assertEquals(result.isError, false, describe(result));
-          const value = result.returnValue as { failure: Caught; after: string };
+          const value = returnValueOf<{ failure: Caught; after: string }>(result);
           assertEquals(value.failure.name, "ToolCallError", describe(result));
           assertMatch(value.failure.message, /"garbage"/, describe(result));
           assert(
@@ -236,8 +231,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
             "return { failure, after };",
           ].join("\n"));
           const result = await flooding;
-          assertEquals(result.isError, false, describe(result));
-          const value = result.returnValue as { failure: Caught; after: Caught };
+          const value = returnValueOf<{ failure: Caught; after: Caught }>(result);
           // Every expectation is checked, so that one failure does not hide the others.
           const problems: string[] = [];
           // An endless line is a connection failure or an oversized result; either names the server.
@@ -266,8 +260,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
             'const thing = await callMCPTool("mcp__healthy__Get-Thing.v2", { id: "h" });',
             "return { first, second, thing };",
           ].join("\n"));
-          assertEquals(result.isError, false, describe(result));
-          const value = result.returnValue as { first: Caught; second: Caught; thing: string };
+          const value = returnValueOf<{ first: Caught; second: Caught; thing: string }>(result);
           assertEquals(value.first.name, "ToolCallError", describe(result));
           assertMatch(
             value.first.message,
@@ -307,8 +300,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
             const parallel = server.runTs("return 1 + 1");
             assertReturns(await parallel, 2);
             const result = await big;
-            assertEquals(result.isError, false, describe(result));
-            const caught = result.returnValue as Caught;
+            const caught = returnValueOf<Caught>(result);
             if (
               caught.name !== "ToolResultTooLarge" ||
               !/^The result of mcp__healthy__big .*tools\.maxResultBytes \(5242880\)/.test(

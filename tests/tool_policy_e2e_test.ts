@@ -6,7 +6,13 @@
  *
  * @module
  */
-import { assert, assertEquals, assertFails, describeResult as describe } from "./_assert.ts";
+import {
+  assert,
+  assertEquals,
+  assertFails,
+  describeResult as describe,
+  returnValueOf,
+} from "./_assert.ts";
 import { EVERYTHING } from "./_pins.ts";
 import { npmServer } from "./_env.ts";
 import { withTempDir } from "./_fs.ts";
@@ -38,8 +44,7 @@ Deno.test("run_typescript refuses a tool in the admin's tools.deny even when all
         'const sum = await callMCPTool("mcp__everything__get-sum", { a: 2, b: 3 });',
         'return { hidden: !names.includes("mcp__everything__echo"), listed: names.length, sum };',
       ].join("\n"));
-      assertEquals(allowed.isError, false, describe(allowed));
-      const value = allowed.returnValue as { hidden: boolean; listed: number; sum: string };
+      const value = returnValueOf<{ hidden: boolean; listed: number; sum: string }>(allowed);
       assertEquals(value.hidden, true, "discoverMCPTools lists a denied tool");
       assert(value.listed > 0, describe(allowed));
       assertEquals(value.sum, "The sum of 2 and 3 is 5.");

@@ -16,6 +16,7 @@ import {
   assertMatch,
   assertReturns,
   describeResult as describe,
+  returnValueOf,
   type RunResult,
 } from "./_assert.ts";
 import { EVERYTHING, FILESYSTEM, MEMORY } from "./_pins.ts";
@@ -200,8 +201,7 @@ Deno.test("run_typescript calls real upstream MCP servers over stdio, Streamable
             'const ranked = await searchTools("sum");',
             "return { found, schema, ranked: ranked.map((r) => r.name) };",
           ].join("\n"));
-          assertEquals(result.isError, false, describe(result));
-          const value = result.returnValue as {
+          const value = returnValueOf<{
             found: Array<{ name: string; server: string; description: string }>;
             schema: {
               name: string;
@@ -209,7 +209,7 @@ Deno.test("run_typescript calls real upstream MCP servers over stdio, Streamable
               signature: string;
             };
             ranked: string[];
-          };
+          }>(result);
           assert(value.found.length >= 10, describe(result));
           for (const tool of value.found) {
             assertMatch(tool.name, /^mcp__everything__[^_]/);
@@ -372,8 +372,7 @@ Deno.test("run_typescript calls real upstream MCP servers over stdio, Streamable
             'const value = await callMCPTool("mcp__my.server-1__added_late");',
             "return { names: found.map((f) => f.name), value };",
           ].join("\n"));
-          assertEquals(result.isError, false, describe(result));
-          const value = result.returnValue as { names: string[]; value: string };
+          const value = returnValueOf<{ names: string[]; value: string }>(result);
           assertEquals(value.names[0], "mcp__my.server-1__added_late");
           assertEquals(value.value, "added late works");
           assertMatch(
@@ -387,8 +386,7 @@ Deno.test("run_typescript calls real upstream MCP servers over stdio, Streamable
         "an upstream killed mid-call fails the call, and the next run reconnects",
         async () => {
           const first = await server.runTs('return await callMCPTool("mcp__victim__pid");');
-          assertEquals(first.isError, false, describe(first));
-          const pid = Number(first.returnValue);
+          const pid = Number(returnValueOf(first));
           assertEquals(Number(await Deno.readTextFile(victimPid)), pid);
           fixturePids.push(pid);
 
@@ -407,8 +405,7 @@ Deno.test("run_typescript calls real upstream MCP servers over stdio, Streamable
           assert(inFlight, "the slow call never reached the fixture");
           Deno.kill(pid, "SIGKILL");
           const result = await running;
-          assertEquals(result.isError, false, describe(result));
-          const error = result.returnValue as { name: string; message: string };
+          const error = returnValueOf<{ name: string; message: string }>(result);
           assertEquals(error.name, "ToolCallError", describe(result));
           assertMatch(error.message, /"victim"/);
           // The death's own error: a death the server missed would end the call in "did not
@@ -418,8 +415,7 @@ Deno.test("run_typescript calls real upstream MCP servers over stdio, Streamable
           assert(await waitForExit(pid), "the killed fixture lives");
 
           const next = await server.runTs('return await callMCPTool("mcp__victim__pid");');
-          assertEquals(next.isError, false, describe(next));
-          const newPid = Number(next.returnValue);
+          const newPid = Number(returnValueOf(next));
           assert(newPid !== pid && newPid > 0, describe(next));
           fixturePids.push(newPid);
           assertReturns(
@@ -441,8 +437,7 @@ Deno.test("run_typescript calls real upstream MCP servers over stdio, Streamable
         assert(reaped, `the killed fixture ${pid} was not reaped`);
         await new Promise((resolve) => setTimeout(resolve, 250));
         const next = await server.runTs('return await callMCPTool("mcp__victim__pid");');
-        assertEquals(next.isError, false, describe(next));
-        const newPid = Number(next.returnValue);
+        const newPid = Number(returnValueOf(next));
         assert(newPid !== pid && newPid > 0, describe(next));
         fixturePids.push(newPid);
       });
