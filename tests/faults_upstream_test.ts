@@ -45,6 +45,19 @@ function tryCall(name: string, args: Record<string, unknown> = {}): string {
 })()`;
 }
 
+/**
+ * Sandbox code that calls `server`'s tool `tool` and catches its failure, then asks the same
+ * server for thing `id`: it returns `{ failure, after }`, so a test sees both how the fault ended
+ * the call and that the server served again.
+ */
+function failureThenThing(server: string, tool: string, id: string): string {
+  return [
+    `const failure = ${tryCall(`mcp__${server}__${tool}`)};`,
+    `const after = await callMCPTool("mcp__${server}__Get-Thing.v2", { id: "${id}" });`,
+    "return { failure, after };",
+  ].join("\n");
+}
+
 interface Caught {
   name: string;
   message: string;
@@ -121,11 +134,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
       await t.step(
         "a call that never returns fails after the server's timeout, and the run goes on",
         async () => {
-          const hanging = server.runTs([
-            `const failure = ${tryCall("mcp__hang__hang")};`,
-            'const after = await callMCPTool("mcp__hang__Get-Thing.v2", { id: "after" });',
-            "return { failure, after };",
-          ].join("\n"));
+          const hanging = server.runTs(failureThenThing("hang", "hang", "after"));
           assert(
             await eventually(() =>
               Deno.stat(`${pidFile("hang")}.hang`).then(() => true, () => false)
@@ -188,11 +197,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
       await t.step(
         "an upstream that answers with garbage only fails the call on time",
         async () => {
-          const result = await server.runTs([
-            `const failure = ${tryCall("mcp__garbage__babble")};`,
-            'const after = await callMCPTool("mcp__garbage__Get-Thing.v2", { id: "e" });',
-            "return { failure, after };",
-          ].join("\n"));
+          const result = await server.runTs(failureThenThing("garbage", "babble", "e"));
           const value = returnValueOf<{ failure: Caught; after: string }>(result);
           assertMatch(
             value.failure.message,
@@ -205,11 +210,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
       await t.step(
         "an upstream that forges a malformed answer fails the call clearly",
         async () => {
-          const result = await server.runTs([
-            `const failure = ${tryCall("mcp__garbage__forge")};`,
-            'const after = await callMCPTool("mcp__garbage__Get-Thing.v2", { id: "f" });',
-            "return { failure, after };",
-          ].join("\n"));
+          const result = await server.runTs(failureThenThing("garbage", "forge", "f"));
           const value = returnValueOf<{ failure: Caught; after: string }>(result);
           assertEquals(value.failure.name, "ToolCallError", describe(result));
           assertMatch(value.failure.message, /"garbage"/, describe(result));
