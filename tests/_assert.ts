@@ -122,6 +122,18 @@ export function assertReturns(
 }
 
 /**
+ * Asserts that a run did not end in an error and returns its return value, for a test that
+ * checks the value's parts one by one.
+ *
+ * @param result The run's result.
+ * @returns The return value, typed as what the code under test returns.
+ */
+export function returnValueOf<T>(result: RunResult): T {
+  assertEquals(result.isError, false, describeResult(result));
+  return result.returnValue as T;
+}
+
+/**
  * Asserts that a run failed with this error type, a message that matches (when given) and no
  * return value.
  *

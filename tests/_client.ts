@@ -226,6 +226,17 @@ export async function callRun(
 }
 
 /**
+ * Joins the text blocks of a tool result, as a model reads them (`search_tools`' answer).
+ *
+ * @param result The result of `callTool`.
+ * @returns Its text blocks, one a line.
+ */
+export function resultText(result: unknown): string {
+  const content = (result as { content?: Array<{ type: string; text?: string }> }).content ?? [];
+  return content.map((block) => block.text ?? "").join("\n");
+}
+
+/**
  * Records every message the client receives and every error it reports, ahead of its own
  * handling, so that a test can check that nothing forged reached it.
  *

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { Buffer } from "node:buffer";
 import { crc32, inflateSync } from "node:zlib";
 
 /** A decoded image: `width * height` pixels of RGBA, row by row. */
@@ -50,7 +51,7 @@ export function decodePng(bytes: Uint8Array): DecodedPng {
     else if (type === "IEND") break;
     at += 12 + length;
   }
-  const raw = inflateSync(concat(idat));
+  const raw = inflateSync(Buffer.concat(idat));
   const stride = width * channels;
   const pixels = new Uint8Array(height * stride);
   for (let y = 0; y < height; y++) {
@@ -88,14 +89,4 @@ function paeth(a: number, b: number, c: number): number {
   const p = a + b - c;
   const pa = Math.abs(p - a), pb = Math.abs(p - b), pc = Math.abs(p - c);
   return pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, part) => n + part.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
 }

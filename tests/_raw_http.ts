@@ -6,6 +6,7 @@
  * @module
  */
 
+import { Buffer } from "node:buffer";
 import { initializeRequest } from "./_client.ts";
 
 const encoder = new TextEncoder();
@@ -40,7 +41,7 @@ export async function rawExchange(url: URL, request: Uint8Array): Promise<RawRes
       const n = await conn.read(buffer);
       if (n === null) break;
       chunks.push(buffer.slice(0, n));
-      const text = decoder.decode(concat(chunks));
+      const text = decoder.decode(Buffer.concat(chunks));
       const end = text.indexOf("\r\n\r\n");
       const head = text.slice(0, end);
       const length = /\r\ncontent-length: (\d+)/i.exec(head);
@@ -51,7 +52,7 @@ export async function rawExchange(url: URL, request: Uint8Array): Promise<RawRes
         break;
       }
     }
-    const text = decoder.decode(concat(chunks));
+    const text = decoder.decode(Buffer.concat(chunks));
     const end = text.indexOf("\r\n\r\n");
     return {
       status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0),
@@ -66,16 +67,6 @@ export async function rawExchange(url: URL, request: Uint8Array): Promise<RawRes
       // Closed by the timer.
     }
   }
-}
-
-function concat(chunks: Uint8Array[]): Uint8Array {
-  const all = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let offset = 0;
-  for (const chunk of chunks) {
-    all.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return all;
 }
 
 /**
@@ -103,7 +94,7 @@ export function rawPost(
     }).map(([name, value]) => `${name}: ${value}`),
   ];
   const head = encoder.encode(lines.join("\r\n") + "\r\n\r\n");
-  return rawExchange(url, concat([head, bytes.subarray(0, sendBytes ?? bytes.length)]));
+  return rawExchange(url, Buffer.concat([head, bytes.subarray(0, sendBytes ?? bytes.length)]));
 }
 
 /** A raw chunked POST whose chunks are sent, but not the end of the body. */

@@ -15,6 +15,7 @@ import {
   assertMatch,
   assertReturns,
   describeResult as describe,
+  returnValueOf,
 } from "./_assert.ts";
 import { faultyFixtureServer } from "./_env.ts";
 import { eventually, readPidFile, sandboxDirs, sandboxPids, waitForExit } from "./_proc.ts";
@@ -42,6 +43,19 @@ function tryCall(name: string, args: Record<string, unknown> = {}): string {
     return { name: err.name, message: err.message, ms: Date.now() - started };
   }
 })()`;
+}
+
+/**
+ * Sandbox code that calls `server`'s tool `tool` and catches its failure, then asks the same
+ * server for thing `id`: it returns `{ failure, after }`, so a test sees both how the fault ended
+ * the call and that the server served again.
+ */
+function failureThenThing(server: string, tool: string, id: string): string {
+  return [
+    `const failure = ${tryCall(`mcp__${server}__${tool}`)};`,
+    `const after = await callMCPTool("mcp__${server}__Get-Thing.v2", { id: "${id}" });`,
+    "return { failure, after };",
+  ].join("\n");
 }
 
 interface Caught {
@@ -97,15 +111,13 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
             "return { thing, ms: Date.now() - started };",
           ].join("\n"));
           const [crashed, other] = await Promise.all([crashing, concurrent]);
-          assertEquals(crashed.isError, false, describe(crashed));
-          const caught = crashed.returnValue as Caught;
+          const caught = returnValueOf<Caught>(crashed);
           assertEquals(caught.name, "ToolCallError", describe(crashed));
           assertMatch(caught.message, /"crashy"/, describe(crashed));
           // The crash's own error: a crash the server missed would fail after tools.callTimeoutMs.
           assertMatch(caught.message, /broke|closed|exited/i, describe(crashed));
           assert(!TIMED_OUT.test(caught.message), describe(crashed));
-          assertEquals(other.isError, false, describe(other));
-          const value = other.returnValue as { thing: string; ms: number };
+          const value = returnValueOf<{ thing: string; ms: number }>(other);
           assertEquals(value.thing, "thing b");
           // The healthy run was still in its slow call when the other upstream died.
           assert(value.ms >= 1_500, describe(other));
@@ -122,11 +134,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
       await t.step(
         "a call that never returns fails after the server's timeout, and the run goes on",
         async () => {
-          const hanging = server.runTs([
-            `const failure = ${tryCall("mcp__hang__hang")};`,
-            'const after = await callMCPTool("mcp__hang__Get-Thing.v2", { id: "after" });',
-            "return { failure, after };",
-          ].join("\n"));
+          const hanging = server.runTs(failureThenThing("hang", "hang", "after"));
           assert(
             await eventually(() =>
               Deno.stat(`${pidFile("hang")}.hang`).then(() => true, () => false)
@@ -144,8 +152,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
           );
           const healthyFirst = !hangSettled;
           const result = await hanging;
-          assertEquals(result.isError, false, describe(result));
-          const value = result.returnValue as { failure: Caught; after: string };
+          const value = returnValueOf<{ failure: Caught; after: string }>(result);
           assertEquals(value.failure.name, "ToolCallError", describe(result));
           assertMatch(
             value.failure.message,
@@ -162,8 +169,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
 
       await t.step("tools.callTimeoutMs applies to a server without its own timeout", async () => {
         const result = await server.runTs(`return ${tryCall("mcp__crashy__hang")};`);
-        assertEquals(result.isError, false, describe(result));
-        const caught = result.returnValue as Caught;
+        const caught = returnValueOf<Caught>(result);
         assertMatch(
           caught.message,
           new RegExp(`"crashy" did not answer within ${CALL_TIMEOUT_MS} ms`),
@@ -191,13 +197,8 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
       await t.step(
         "an upstream that answers with garbage only fails the call on time",
         async () => {
-          const result = await server.runTs([
-            `const failure = ${tryCall("mcp__garbage__babble")};`,
-            'const after = await callMCPTool("mcp__garbage__Get-Thing.v2", { id: "e" });',
-            "return { failure, after };",
-          ].join("\n"));
-          assertEquals(result.isError, false, describe(result));
-          const value = result.returnValue as { failure: Caught; after: string };
+          const result = await server.runTs(failureThenThing("garbage", "babble", "e"));
+          const value = returnValueOf<{ failure: Caught; after: string }>(result);
           assertMatch(
             value.failure.message,
             new RegExp(`"garbage" did not answer within ${HANG_TIMEOUT_MS} ms`),
@@ -209,13 +210,8 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
       await t.step(
         "an upstream that forges a malformed answer fails the call clearly",
         async () => {
-          const result = await server.runTs([
-            `const failure = ${tryCall("mcp__garbage__forge")};`,
-            'const after = await callMCPTool("mcp__garbage__Get-Thing.v2", { id: "f" });',
-            "return { failure, after };",
-          ].join("\n"));
-          assertEquals(result.isError, false, describe(result));
-          const value = result.returnValue as { failure: Caught; after: string };
+          const result = await server.runTs(failureThenThing("garbage", "forge", "f"));
+          const value = returnValueOf<{ failure: Caught; after: string }>(result);
           assertEquals(value.failure.name, "ToolCallError", describe(result));
           assertMatch(value.failure.message, /"garbage"/, describe(result));
           assert(
@@ -236,8 +232,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
             "return { failure, after };",
           ].join("\n"));
           const result = await flooding;
-          assertEquals(result.isError, false, describe(result));
-          const value = result.returnValue as { failure: Caught; after: Caught };
+          const value = returnValueOf<{ failure: Caught; after: Caught }>(result);
           // Every expectation is checked, so that one failure does not hide the others.
           const problems: string[] = [];
           // An endless line is a connection failure or an oversized result; either names the server.
@@ -266,8 +261,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
             'const thing = await callMCPTool("mcp__healthy__Get-Thing.v2", { id: "h" });',
             "return { first, second, thing };",
           ].join("\n"));
-          assertEquals(result.isError, false, describe(result));
-          const value = result.returnValue as { first: Caught; second: Caught; thing: string };
+          const value = returnValueOf<{ first: Caught; second: Caught; thing: string }>(result);
           assertEquals(value.first.name, "ToolCallError", describe(result));
           assertMatch(
             value.first.message,
@@ -307,8 +301,7 @@ Deno.test("faulty upstream servers fail only the calls that reach them", async (
             const parallel = server.runTs("return 1 + 1");
             assertReturns(await parallel, 2);
             const result = await big;
-            assertEquals(result.isError, false, describe(result));
-            const caught = result.returnValue as Caught;
+            const caught = returnValueOf<Caught>(result);
             if (
               caught.name !== "ToolResultTooLarge" ||
               !/^The result of mcp__healthy__big .*tools\.maxResultBytes \(5242880\)/.test(

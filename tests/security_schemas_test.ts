@@ -14,10 +14,19 @@ import { callRun, startHttpServer, withTempDir } from "./_helpers.ts";
 import { writeTokensFile } from "./_http_server.ts";
 import { connectEach } from "./_client.ts";
 
-function save(name: string, inputSchema: Record<string, unknown>): string {
-  return `return await skills.save(${
-    JSON.stringify({ name, description: "Checks its argument", inputSchema, code: "return 1;" })
-  });`;
+/** Saves a skill with `inputSchema` through a run of `client`'s. */
+function save(
+  client: Client,
+  name: string,
+  inputSchema: Record<string, unknown>,
+): ReturnType<typeof callRun> {
+  return callRun(
+    client,
+    "run_typescript",
+    `return await skills.save(${
+      JSON.stringify({ name, description: "Checks its argument", inputSchema, code: "return 1;" })
+    });`,
+  );
 }
 
 /** 30 levels, each an anyOf of the next level twice: 2^30 paths to the last one. */
@@ -46,29 +55,21 @@ Deno.test("a skill's pathological schema blocks neither /healthz nor another pri
     try {
       const [asAlice, asBob] = await connectEach(server.url, [alice, bob], clients);
 
-      const backref = await callRun(
-        asAlice,
-        "run_typescript",
-        save("backref", {
-          type: "object",
-          properties: { s: { type: "string", pattern: "(a)\\1" } },
-        }),
-      );
+      const backref = await save(asAlice, "backref", {
+        type: "object",
+        properties: { s: { type: "string", pattern: "(a)\\1" } },
+      });
       assertEquals(backref.error?.type, "SkillInvalid", describeResult(backref));
       assertMatch(backref.error!.message, /not one RE2 can run/);
-      const costly = await callRun(asAlice, "run_typescript", save("costly", exponentialSchema()));
+      const costly = await save(asAlice, "costly", exponentialSchema());
       assertEquals(costly.error?.type, "SkillInvalid", describeResult(costly));
       assertMatch(costly.error!.message, /expands to more than \d+ nodes/);
 
-      const saved = await callRun(
-        asAlice,
-        "run_typescript",
-        save("nested", {
-          type: "object",
-          properties: { s: { type: "string", pattern: "^(a+)+$" } },
-          required: ["s"],
-        }),
-      );
+      const saved = await save(asAlice, "nested", {
+        type: "object",
+        properties: { s: { type: "string", pattern: "^(a+)+$" } },
+        required: ["s"],
+      });
       assertEquals(saved.ok, true, describeResult(saved));
       // With a backtracking matcher this argument takes 2^60 steps; RE2 answers at once.
       const call = callRun(

@@ -20,7 +20,7 @@ import { EVERYTHING } from "./_pins.ts";
 import { npmServer } from "./_env.ts";
 import { assertNoSandboxes, leftovers } from "./_proc.ts";
 import { withTempDir } from "./_fs.ts";
-import { closeAndCheck, startServer } from "./_stdio_server.ts";
+import { closeAndCheck, type ServerHarness, startServer } from "./_stdio_server.ts";
 import { startHttpServer } from "./_http_server.ts";
 import { callRun, connect } from "./_client.ts";
 import { startCounter } from "./_counter.ts";
@@ -38,6 +38,14 @@ function assertSaved(result: RunResult, ref: string): void {
   assertEquals((result.returnValue as { ref?: string }).ref, ref, describeResult(result));
 }
 
+/** Saves a skill of a new name through a run on `server`, asserting that it became version 1. */
+async function saveNew(
+  server: Pick<ServerHarness, "runTs">,
+  skill: { name: string; [field: string]: unknown },
+): Promise<void> {
+  assertSaved(await server.runTs(saveTs(skill)), `${skill.name}@1`);
+}
+
 const REFUSED = /^Cannot call tool "mcp__everything__echo": it is not in allowedTools/;
 
 Deno.test("skills: a skill fails as its caller's own code would outside the caller's allowedTools and network grant", async (t) => {
@@ -52,28 +60,19 @@ Deno.test("skills: a skill fails as its caller's own code would outside the call
       });
       try {
         await t.step("a permissive run saves skills that call a tool and fetch", async () => {
-          assertSaved(
-            await server.runTs(saveTs({
-              name: "echo-ts",
-              code: "return await callMCPTool('mcp__everything__echo', { message: args.m });",
-            })),
-            "echo-ts@1",
-          );
-          assertSaved(
-            await server.runTs(saveTs({
-              name: "echo-py",
-              language: "python",
-              code: "await call_mcp_tool('mcp__everything__echo', {'message': args['m']})",
-            })),
-            "echo-py@1",
-          );
-          assertSaved(
-            await server.runTs(saveTs({
-              name: "fetch-ts",
-              code: "return await (await fetch(args.url)).text();",
-            })),
-            "fetch-ts@1",
-          );
+          await saveNew(server, {
+            name: "echo-ts",
+            code: "return await callMCPTool('mcp__everything__echo', { message: args.m });",
+          });
+          await saveNew(server, {
+            name: "echo-py",
+            language: "python",
+            code: "await call_mcp_tool('mcp__everything__echo', {'message': args['m']})",
+          });
+          await saveNew(server, {
+            name: "fetch-ts",
+            code: "return await (await fetch(args.url)).text();",
+          });
           const allowed = await server.runTs(
             `return [await skills.echo_ts({ m: "a" }), await skills.echo_py({ m: "b" }),` +
               ` await skills.fetch_ts({ url: ${JSON.stringify(url)} })];`,
@@ -208,29 +207,21 @@ Deno.test("skills: recursion stops at the nesting bound, and a nested run's time
     });
     try {
       await t.step("a skill that calls itself gets a LimitError", async () => {
-        assertSaved(
-          await server.runTs(saveTs({ name: "again", code: "return await skills.again({});" })),
-          "again@1",
-        );
+        await saveNew(server, { name: "again", code: "return await skills.again({});" });
         const result = await server.runTs("return await skills.again({});");
         assertFails(result, "LimitError", /at most 4 levels deep/);
       });
 
       await t.step("an error inside a skill points at the skill's own line", async () => {
-        assertSaved(
-          await server.runTs(
-            saveTs({ name: "boom", code: "const x = 1;\nthrow new RangeError(`boom ${x}`);" }),
-          ),
-          "boom@1",
-        );
-        assertSaved(
-          await server.runTs(saveTs({
-            name: "boom-py",
-            language: "python",
-            code: "x = 1\nraise ValueError(f'boom {x}')",
-          })),
-          "boom-py@1",
-        );
+        await saveNew(server, {
+          name: "boom",
+          code: "const x = 1;\nthrow new RangeError(`boom ${x}`);",
+        });
+        await saveNew(server, {
+          name: "boom-py",
+          language: "python",
+          code: "x = 1\nraise ValueError(f'boom {x}')",
+        });
         const ts = await server.runTs("\n\nreturn await skills.boom({});");
         assertFails(ts, "RangeError", /^boom 1$/);
         assertMatch(ts.error?.traceback ?? "", /skill:boom@1\.ts:2:7[\s\S]*code\.ts:3:/);
@@ -245,13 +236,10 @@ Deno.test("skills: recursion stops at the nesting bound, and a nested run's time
       await t.step(
         "a run has at most 4 nested runs at once; the fifth call is refused at once",
         async () => {
-          assertSaved(
-            await server.runTs(saveTs({
-              name: "slow-ts",
-              code: "await new Promise((r) => setTimeout(r, 3_000));\nreturn args.i;",
-            })),
-            "slow-ts@1",
-          );
+          await saveNew(server, {
+            name: "slow-ts",
+            code: "await new Promise((r) => setTimeout(r, 3_000));\nreturn args.i;",
+          });
           const result = await server.runPy(`
 import asyncio
 outcomes = await asyncio.gather(*[skills.slow_ts(i=i) for i in range(6)], return_exceptions=True)
@@ -273,21 +261,15 @@ outcomes = await asyncio.gather(*[skills.slow_ts(i=i) for i in range(6)], return
       );
 
       await t.step("what a skill prints is the caller's output, in either language", async () => {
-        assertSaved(
-          await server.runTs(saveTs({
-            name: "say-ts",
-            code: 'console.log("ts says", args.x);\nconsole.error("ts warns");\nreturn 1;',
-          })),
-          "say-ts@1",
-        );
-        assertSaved(
-          await server.runTs(saveTs({
-            name: "say-py",
-            language: "python",
-            code: 'print("py says", args["x"])\n2',
-          })),
-          "say-py@1",
-        );
+        await saveNew(server, {
+          name: "say-ts",
+          code: 'console.log("ts says", args.x);\nconsole.error("ts warns");\nreturn 1;',
+        });
+        await saveNew(server, {
+          name: "say-py",
+          language: "python",
+          code: 'print("py says", args["x"])\n2',
+        });
         const fromTs = await server.runTs(
           'console.log("before");\nconst a = await skills.say_ts({ x: 1 });\n' +
             "const b = await skills.say_py({ x: 2 });\nreturn a + b;",
@@ -313,18 +295,12 @@ outcomes = await asyncio.gather(*[skills.slow_ts(i=i) for i in range(6)], return
       await t.step(
         "two skills that call each other across languages get a LimitError",
         async () => {
-          assertSaved(
-            await server.runTs(saveTs({ name: "ping", code: "return await skills.pong({});" })),
-            "ping@1",
-          );
-          assertSaved(
-            await server.runTs(saveTs({
-              name: "pong",
-              language: "python",
-              code: "await skills.ping()",
-            })),
-            "pong@1",
-          );
+          await saveNew(server, { name: "ping", code: "return await skills.pong({});" });
+          await saveNew(server, {
+            name: "pong",
+            language: "python",
+            code: "await skills.ping()",
+          });
           assertFails(
             await server.runTs("return await skills.ping({});"),
             "LimitError",
@@ -342,12 +318,11 @@ outcomes = await asyncio.gather(*[skills.slow_ts(i=i) for i in range(6)], return
       await t.step(
         "a Python skill that never ends stops at its TypeScript caller's timeout",
         async () => {
-          assertSaved(
-            await server.runTs(
-              saveTs({ name: "spin-py", language: "python", code: "while True:\n    pass" }),
-            ),
-            "spin-py@1",
-          );
+          await saveNew(server, {
+            name: "spin-py",
+            language: "python",
+            code: "while True:\n    pass",
+          });
           const result = await server.runTs("return await skills.spin_py({});", {
             timeoutMs: 4_000,
           });
@@ -359,10 +334,7 @@ outcomes = await asyncio.gather(*[skills.slow_ts(i=i) for i in range(6)], return
       await t.step(
         "a TypeScript skill that never ends stops at its Python caller's timeout",
         async () => {
-          assertSaved(
-            await server.runTs(saveTs({ name: "spin-ts", code: "while (true) {}" })),
-            "spin-ts@1",
-          );
+          await saveNew(server, { name: "spin-ts", code: "while (true) {}" });
           const result = await server.runPy("await skills.spin_ts()", { timeoutMs: 4_000 });
           assertFails(result, "TimeoutError", /after 4000 ms/);
           await assertNoSandboxes(server.tempDir, 15_000);

@@ -2,6 +2,7 @@ import { assert, assertEquals, assertRejects } from "./_assert.ts";
 import { join } from "node:path";
 import { skillEntry } from "@modelcontextprotocol/server/ext/skills";
 import { CodeExecutorError } from "../src/errors.ts";
+import type { SaveSkillInput } from "../src/skills/store.ts";
 import { parseSkillMarkdown } from "../src/skills/front_matter.ts";
 import { principalDirName } from "../src/skills/layout.ts";
 import { withUserDirs } from "./_fs.ts";
@@ -230,32 +231,6 @@ Deno.test("SkillStore.save() refuses oversize code, description and schema, and 
   await withUserDirs("skills-store-", async (dirs) => {
     const store = storeIn(dirs, { maxCodeBytes: 1024, maxSchemaBytes: 512 });
     const before = await tree(dirs.root);
-    await assertSkillError(
-      () => store.save({ ...ADD, code: "x".repeat(1025) }),
-      "SkillInvalid",
-      "skills.maxCodeBytes",
-    );
-    await assertSkillError(
-      () => store.save({ ...ADD, code: "   " }),
-      "SkillInvalid",
-      "code is missing",
-    );
-    await assertSkillError(
-      () => store.save({ ...ADD, description: "d".repeat(1025) }),
-      "SkillInvalid",
-      "too long",
-    );
-    await assertSkillError(
-      () => store.save({ ...ADD, description: "bell\u0007" }),
-      "SkillInvalid",
-      "control",
-    );
-    const big = { type: "object", description: "s".repeat(600) };
-    await assertSkillError(
-      () => store.save({ ...ADD, inputSchema: big }),
-      "SkillInvalid",
-      "skills.maxSchemaBytes",
-    );
     const notSchemas: unknown[] = [
       { type: "array" },
       { properties: {} },
@@ -266,18 +241,22 @@ Deno.test("SkillStore.save() refuses oversize code, description and schema, and 
       ["type", "object"],
       "object",
     ];
-    for (const inputSchema of notSchemas) {
-      await assertSkillError(
-        () => store.save({ ...ADD, inputSchema: inputSchema as Record<string, unknown> }),
-        "SkillInvalid",
+    // Each change to a valid skill, and what its refusal must name.
+    const invalid: Array<[Partial<SaveSkillInput>, string]> = [
+      [{ code: "x".repeat(1025) }, "skills.maxCodeBytes"],
+      [{ code: "   " }, "code is missing"],
+      [{ description: "d".repeat(1025) }, "too long"],
+      [{ description: "bell\u0007" }, "control"],
+      [{ inputSchema: { type: "object", description: "s".repeat(600) } }, "skills.maxSchemaBytes"],
+      ...notSchemas.map((inputSchema): [Partial<SaveSkillInput>, string] => [
+        { inputSchema: inputSchema as Record<string, unknown> },
         "inputSchema",
-      );
+      ]),
+      [{ language: "ruby" as "python" }, "language"],
+    ];
+    for (const [change, includes] of invalid) {
+      await assertSkillError(() => store.save({ ...ADD, ...change }), "SkillInvalid", includes);
     }
-    await assertSkillError(
-      () => store.save({ ...ADD, language: "ruby" as "python" }),
-      "SkillInvalid",
-      "language",
-    );
     assertEquals(await tree(dirs.root), before);
   });
 });

@@ -291,29 +291,42 @@ function arrayOf(element: Rendered): Rendered {
   return primary(`${text}[]`);
 }
 
-function union(types: Rendered[]): Rendered {
-  const members: Rendered[] = [];
+/**
+ * The distinct operands of a union or an intersection, in order, without its identity (`never`
+ * in a union, `unknown` in an intersection); undefined when one of them absorbs the whole
+ * (`unknown` in a union, `never` in an intersection).
+ */
+function distinctOperands(
+  types: Rendered[],
+  identity: string,
+  absorbing: string,
+): Rendered[] | undefined {
+  const operands: Rendered[] = [];
   const seen = new Set<string>();
-  for (const type of types.flatMap((type) => type.members ?? [type])) {
-    if (type.text === "unknown") return UNKNOWN;
-    if (type.text === "never" || seen.has(type.text)) continue;
+  for (const type of types) {
+    if (type.text === absorbing) return undefined;
+    if (type.text === identity || seen.has(type.text)) continue;
     seen.add(type.text);
-    members.push(type);
+    operands.push(type);
   }
+  return operands;
+}
+
+function union(types: Rendered[]): Rendered {
+  const members = distinctOperands(
+    types.flatMap((type) => type.members ?? [type]),
+    "never",
+    "unknown",
+  );
+  if (members === undefined) return UNKNOWN;
   if (members.length === 0) return NEVER;
   if (members.length === 1) return members[0];
   return { text: members.map((type) => type.text).join(" | "), binding: "union", members };
 }
 
 function intersection(types: Rendered[]): Rendered {
-  const parts: Rendered[] = [];
-  const seen = new Set<string>();
-  for (const type of types) {
-    if (type.text === "never") return NEVER;
-    if (type.text === "unknown" || seen.has(type.text)) continue;
-    seen.add(type.text);
-    parts.push(type);
-  }
+  const parts = distinctOperands(types, "unknown", "never");
+  if (parts === undefined) return NEVER;
   if (parts.length === 0) return UNKNOWN;
   if (parts.length === 1) return parts[0];
   const text = parts.map((type) => type.binding === "union" ? `(${type.text})` : type.text)
