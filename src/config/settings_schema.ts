@@ -159,9 +159,11 @@ const PythonSchema = z.object({
   }),
   warmPool: z.number().int().min(0).max(16).default(1).meta({
     description:
-      "Python interpreters kept ready for the next run, each in a child of about 170 MB: children started ahead of need, and children kept for the caller they served; 0 turns the pool off.",
+      "Python interpreters kept ready for the next run, each in a child of about 150 MB: children started ahead of need, and children kept for the caller they served; 0 turns the pool off.",
   }),
-  warmPoolBurst: z.number().int().min(0).max(16).default(2).meta({
+  // 3: with `limits.maxConcurrent`'s 4, a burst of four callers finds four interpreters; four
+  // concurrent callers got 4.24 and 4.68 runs/s against 3.04 and 2.74 with 2 (bench/RESULTS.md).
+  warmPoolBurst: z.number().int().min(0).max(16).default(3).meta({
     description:
       "Interpreters the Python pool may keep beyond `python.warmPool` under a burst: each run that finds none ready adds one, and refills boot side by side. 0 keeps the pool at `python.warmPool`.",
   }),
