@@ -17,7 +17,9 @@
  *   (`module`: the compiled Pyodide Wasm, shared by the process's Workers; `wheels`: `[{name,
  *   bytes}]`; `preload`: the modules a snapshot build imports after unpacking the wheels;
  *   `files`: `{url, read}`, `sandbox/py_files.ts` and the granted paths it mounts; `prelude`: the
- *   text of `sandbox/py_prelude.py`, run only when making the snapshot or booting without one).
+ *   text of `sandbox/py_prelude.py`, run only when making the snapshot or booting without one;
+ *   `interrupt`: two shared words, Pyodide's interrupt buffer and the count of messages the inbox
+ *   has put on `port`, which a call waiting on this thread waits on).
  * - inbox → worker, on `port`: `{t:"exec", source, args?}` (`args`: JSON text, a skill's
  *   arguments), `{t:"reply", id, body}` (`body`: the reply frame's JSON text) and
  *   `{t:"interrupt"}`.
