@@ -309,8 +309,8 @@ export class PyChild {
       // And glibc keeps what a terminated Worker freed at the top of an arena until its trim
       // threshold, which it raises as large blocks come and go: fixed at 128 KiB, a child that
       // served 30 runs held 133-141 MB instead of 205-212, and an idle one 143-145 instead of
-      // 155-164 (the CPU per run and fresh interpreter within the noise: 422-472 against
-      // 419-437 ms).
+      // 155-164. The price: a trivial run in a fresh interpreter 0-0.25 ms slower (3.22-3.50
+      // against 3.22-3.26 ms), the CPU per run and fresh interpreter within the noise.
       env: { MALLOC_ARENA_MAX: "2", MALLOC_TRIM_THRESHOLD_: "131072" },
       args: () => [
         "--unstable-worker-options",
