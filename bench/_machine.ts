@@ -83,6 +83,19 @@ export async function statusMb(pid: number): Promise<Record<string, number>> {
 }
 
 /**
+ * Reads a process's CPU time so far: user and system, all its threads.
+ *
+ * @param pid The process; `self` for this one.
+ * @returns Milliseconds (at the kernel's 10 ms tick).
+ * @throws {Error} When the process has gone.
+ */
+export async function cpuMs(pid: number | "self"): Promise<number> {
+  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/**
  * Reads a process's resident set size.
  *
  * @param pid The process.

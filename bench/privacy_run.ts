@@ -23,7 +23,7 @@
  * @module
  */
 import { round, runPaired, sleep, stats } from "./_stats.ts";
-import { loadAverage } from "./_machine.ts";
+import { cpuMs, loadAverage } from "./_machine.ts";
 import { connectCodeExecutor, type StdioServer } from "./_server.ts";
 import { log, parseBenchArgs } from "./_report.ts";
 import { ROOT, serverEnv, writeSettings } from "../tests/_env.ts";
@@ -94,15 +94,6 @@ interface Server {
   name: string;
   stdio: StdioServer;
   tempDir: string;
-}
-
-/** The CPU time of a process so far, all its threads, in ms (Linux: /proc). */
-async function cpuMs(pid: number): Promise<number> {
-  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
-  // The fields after the command name (which may hold spaces), from field 3 on.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  const ticks = Number(fields[11]) + Number(fields[12]); // utime + stime
-  return ticks * 10; // USER_HZ is 100 on Linux
 }
 
 async function start(name: string, tokenize: boolean, root = ROOT): Promise<Server> {

@@ -13,7 +13,7 @@
  */
 import { join } from "node:path";
 import { pyodideDir, snapshotPath } from "../tests/_pyodide.ts";
-import { type MachineReport, machineReport, machineText } from "./_machine.ts";
+import { cpuMs, type MachineReport, machineReport, machineText } from "./_machine.ts";
 import { log, printReport, row, runBenchWithOptions } from "./_report.ts";
 import { round, type Stats, stats } from "./_stats.ts";
 
@@ -27,13 +27,6 @@ interface Report {
 }
 
 const WORKER_START = "Worker started (isolate, Deno runtime, the Worker's file)";
-
-/** The process's CPU time so far (user + system, all threads), in milliseconds. */
-async function cpuMs(): Promise<number> {
-  const fields = (await Deno.readTextFile("/proc/self/stat")).split(") ")[1].split(" ");
-  const ticks = Number(fields[11]) + Number(fields[12]);
-  return ticks * 10;
-}
 
 /** Boots one Worker; resolves with its stages' end times and its wall time. */
 async function bootOnce(
@@ -92,9 +85,9 @@ await runBenchWithOptions(
     const walls: number[] = [];
     const cpus: number[] = [];
     for (let i = 0; i < ints.warmup + ints.boots; i++) {
-      const cpuBefore = await cpuMs();
+      const cpuBefore = await cpuMs("self");
       const { marks, wallMs } = await bootOnce(module, indexUrl);
-      const cpu = await cpuMs() - cpuBefore;
+      const cpu = await cpuMs("self") - cpuBefore;
       if (i < ints.warmup) continue;
       const ends = Object.entries(marks);
       const stages: Array<[string, number]> = [[WORKER_START, wallMs - ends.at(-1)![1]]];

@@ -46,6 +46,7 @@
  */
 import { ratio, repeat, round, runPaired, sleep, type Stats, stats } from "./_stats.ts";
 import {
+  cpuMs,
   loadAverage,
   type MachineReport,
   machineReport,
@@ -252,13 +253,6 @@ async function treeMemory(pid: number): Promise<TreeMemory> {
     pssMb: round(members.reduce((sum, m) => sum + (m.pssMb ?? 0), 0)),
     members,
   };
-}
-
-/** CPU time of a process, all threads, in ms. */
-async function cpuMs(pid: number): Promise<number> {
-  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 /** Python children of the server whose private TMPDIR is `tempDir`. */
