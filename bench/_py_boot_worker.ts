@@ -2,8 +2,8 @@
  * A Worker of `bench/py_boot.ts`: it boots Pyodide from the memory snapshot the way
  * `sandbox/py_worker.ts` does (the module compiled once by its parent, the snapshot read while
  * Pyodide's modules load) and times each stage of Pyodide's own loader on the way, through the
- * hooks that `loadPyodide` offers (`createPyodideModule`, Emscripten's `instantiateWasm`,
- * `preRun` and `onRuntimeInitialized`) and the two API calls that restore the snapshot.
+ * hooks that `loadPyodide` offers (`createPyodideModule`, Emscripten's `instantiateWasm` and
+ * `onRuntimeInitialized`) and the two API calls that restore the snapshot.
  *
  * Message in: `{indexUrl, snapshotPath, module}`; out: `{marks}`, milliseconds since the message
  * for each stage's end, in the order reached; or `{error}`.
@@ -16,7 +16,6 @@ type Settings = Record<string, unknown> & {
     imports: unknown,
     done: (instance: unknown, module: unknown) => void,
   ) => unknown;
-  preRun: Array<(module: unknown) => unknown>;
 };
 
 interface PyodideApi {
@@ -72,9 +71,6 @@ async function boot(
         mark("dynamic linking: exports, GOT, table");
       });
     };
-    settings.preRun = settings.preRun.map((step) => async (emscripten: unknown) => {
-      await step(emscripten);
-    });
     settings.onRuntimeInitialized = () => mark("file system: stdlib zip, home, mounts");
     const made = await asm.default(settings) as { API: PyodideApi };
     const api = made.API;
