@@ -51,8 +51,11 @@ export async function runCommand(
     if (options.input === undefined) return decodeOutput(await piped.output());
     const child = piped.spawn();
     const writer = child.stdin.getWriter();
-    await writer.write(new TextEncoder().encode(options.input));
-    await writer.close();
+    // A command that exits without reading all of it breaks the pipe: its exit code and stderr
+    // say why, and it is waited for either way.
+    await writer.write(new TextEncoder().encode(options.input))
+      .then(() => writer.close())
+      .catch(() => {});
     return decodeOutput(await child.output());
   } finally {
     clearTimeout(timer);

@@ -9,6 +9,7 @@ import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import type { RunResult } from "./_assert.ts";
 import { ROOT, serverEnv } from "./_env.ts";
+import { resultText } from "./_client.ts";
 import type { ExecutionResult } from "../src/exec/result.ts";
 
 /** A running `main.ts serve` with a connected client. */
@@ -56,10 +57,6 @@ export async function startStdioServer(
     await Deno.remove(tempDir, { recursive: true }).catch(() => {});
     throw new Error(`Cannot start the server: ${(error as Error).message}\n${chunks.join("")}`);
   }
-  const text = (result: unknown) =>
-    (result as { content: Array<{ text?: string }> }).content.map((b) => b.text ?? "").join(
-      "\n",
-    );
   return {
     client,
     stderr: () => chunks.join(""),
@@ -68,7 +65,7 @@ export async function startStdioServer(
       return tools.find((tool) => tool.name === "run_typescript")?.description ?? "";
     },
     async searchTools(query) {
-      return text(await client.callTool({ name: "search_tools", arguments: { query } }));
+      return resultText(await client.callTool({ name: "search_tools", arguments: { query } }));
     },
     async runTs(code) {
       const result = await client.callTool({ name: "run_typescript", arguments: { code } });

@@ -21,14 +21,9 @@ import { fixtureServer, npmServer } from "./_env.ts";
 import { eventually, sandboxPids, waitForExit } from "./_proc.ts";
 import { withTempDir } from "./_fs.ts";
 import { startHttpServer } from "./_http_server.ts";
-import { callRun, connect } from "./_client.ts";
+import { callRun, connect, resultText } from "./_client.ts";
 
 const ERAS = ["legacy", "modern"] as const;
-
-function text(result: unknown): string {
-  const content = (result as { content?: Array<{ type: string; text?: string }> }).content ?? [];
-  return content.map((block) => block.text ?? "").join("\n");
-}
 
 Deno.test("serve --http: both eras list the tools, search them and run TypeScript and Python that call upstream servers", async (t) => {
   await withTempDir("ce-http-home-", async (home) => {
@@ -54,7 +49,7 @@ Deno.test("serve --http: both eras list the tools, search them and run TypeScrip
           });
 
           await t.step(`${era}: search_tools finds upstream tools with signatures`, async () => {
-            const found = text(
+            const found = resultText(
               await client.callTool({ name: "search_tools", arguments: { query: "sum" } }),
             );
             assertMatch(found, /mcp__everything__get-sum/);
